@@ -1,0 +1,72 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PoolConfig says how to reach the database.
+type PoolConfig struct {
+	URL string
+	// AppName becomes application_name, so that each program's
+	// connections can be told apart in pg_stat_activity.
+	AppName  string
+	MaxConns int32
+	Logger   *slog.Logger
+}
+
+// Open returns a pool once the target database answers SELECT 1. A server
+// that accepts connections is not yet a usable database (it may still be
+// starting, or the database may not exist yet), so it retries with
+// exponential backoff until ctx ends.
+func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	if cfg.AppName != "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating pool: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := WaitReady(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// WaitReady blocks until SELECT 1 succeeds on the pool's database.
+func WaitReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	delay := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := New(pool).Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for database: %w", errors.Join(ctx.Err(), err))
+		}
+		logger.Warn("database not ready", "attempt", attempt, "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for database: %w", errors.Join(ctx.Err(), err))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}

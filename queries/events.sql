@@ -1,0 +1,32 @@
+-- name: EventListByJob :many
+SELECT * FROM events WHERE job_id = @job_id ORDER BY id;
+
+-- name: EventStaleWrite :one
+-- Records a refused write on the job's timeline, naming the stale token and
+-- the attempt it belonged to. Returns false when the job does not exist.
+WITH j AS (
+    SELECT jobs.id, jobs.state, jobs.lease_token FROM jobs WHERE jobs.id = @job_id
+), ins AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT j.id, 'stale_write_refused',
+           (SELECT a.number FROM attempts a WHERE a.job_id = j.id AND a.lease_token = @lease_token::bigint),
+           jsonb_build_object('op', @op::text, 'lease_token', @lease_token::bigint, 'worker', @worker_id::text,
+                              'current_token', j.lease_token, 'state', j.state,
+                              'reason', CASE WHEN j.lease_token <> @lease_token::bigint THEN 'stale token'
+                                             WHEN j.state <> 'running' THEN 'job is ' || j.state
+                                             ELSE 'lease expired' END)
+    FROM j
+), counted AS (
+    UPDATE job_counts SET refused_total = refused_total + 1
+    WHERE shard = pg_backend_pid() % 16 AND EXISTS (SELECT 1 FROM j)
+)
+SELECT EXISTS (SELECT 1 FROM j) AS found;
+
+-- name: EventProgress :one
+-- A progress event from the executor; only the current lease holder may
+-- write one, like every other write of an attempt.
+INSERT INTO events (job_id, type, attempt, detail)
+SELECT j.id, 'progress', j.attempt, @detail::jsonb
+FROM jobs j
+WHERE j.id = @job_id AND j.lease_token = @lease_token AND j.state = 'running' AND j.lease_until > now()
+RETURNING id;

@@ -1,0 +1,304 @@
+-- Every statement that changes a job's state also writes its attempt row and
+-- its event in the same statement (data-modifying CTEs), so a transition is
+-- never half recorded. Deadlines are always computed with the database clock.
+
+-- name: JobInsert :one
+-- Inserts one job; returns no row when idempotency_key is already taken.
+WITH inserted AS (
+    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+    VALUES (@kind, @queue, @priority, @payload, sqlc.narg('app'), sqlc.narg('device'), @max_attempts,
+            COALESCE(sqlc.narg('run_at')::timestamptz, now()), sqlc.narg('timeout_ms'),
+            sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (job_id, type, detail)
+    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
+    FROM inserted
+)
+SELECT * FROM inserted;
+
+-- name: JobInsertMany :many
+-- Inserts a batch given as a JSON array of job objects, in array order;
+-- jobs whose idempotency_key is taken are skipped (the caller checks them).
+WITH input AS (
+    SELECT e.elem, e.ord FROM jsonb_array_elements(@jobs::jsonb) WITH ORDINALITY AS e(elem, ord)
+), inserted AS (
+    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+    SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
+           elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
+           COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
+           elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
+    FROM input ORDER BY ord
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (job_id, type, detail)
+    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
+    FROM inserted
+)
+SELECT * FROM inserted ORDER BY id;
+
+-- name: JobGet :one
+SELECT * FROM jobs WHERE id = @id;
+
+-- name: JobGetByIdempotencyKeys :many
+SELECT * FROM jobs WHERE idempotency_key = ANY(@keys::text[]);
+
+-- name: JobList :many
+-- Keyset pagination, newest first; every filter is optional.
+SELECT * FROM jobs
+WHERE (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+  AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+  AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+  AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
+  AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: JobClaim :many
+-- Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
+-- runs exactly once: written as "UPDATE … WHERE id IN (SELECT … LIMIT n FOR
+-- UPDATE SKIP LOCKED)" the planner may re-run the subquery and claim more
+-- than n rows. Each claimed job gets a new attempt and a fencing token from
+-- lease_token_seq, larger than any token handed out before.
+WITH candidates AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE state = 'pending'
+      AND run_at <= now()
+      AND queue = ANY(@queues::text[])
+      AND (device IS NULL OR device = ANY(@devices::text[]))
+    ORDER BY priority, run_at, id
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        lease_owner = @worker_id::text,
+        lease_ms = @lease_ms::integer,
+        lease_token = nextval('lease_token_seq'),
+        heartbeat_at = now(),
+        attempt_started_at = now(),
+        lease_until = CASE WHEN j.timeout_ms IS NULL THEN now() + (@lease_ms::integer) * interval '1 millisecond'
+                           ELSE now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond' END
+    FROM candidates c
+    WHERE j.id = c.id
+    RETURNING j.*
+), att AS (
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at FROM claimed
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'claimed', attempt,
+           jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until)
+    FROM claimed
+)
+SELECT * FROM claimed ORDER BY priority, run_at, id;
+
+-- name: JobHeartbeat :one
+-- Extends the lease only for the current token of a running job whose
+-- deadline has not passed: an expired lease is lost even before the reaper
+-- gets to it. Never past the attempt's timeout. Touches no indexed column,
+-- so it is a HOT update.
+UPDATE jobs
+SET heartbeat_at = now(),
+    lease_until = CASE WHEN timeout_ms IS NULL THEN now() + lease_ms * interval '1 millisecond'
+                       ELSE LEAST(now() + lease_ms * interval '1 millisecond',
+                                  attempt_started_at + timeout_ms * interval '1 millisecond') END
+WHERE id = @id AND lease_token = @lease_token AND state = 'running' AND lease_until > now()
+RETURNING lease_until, cancel_requested;
+
+-- name: JobComplete :one
+WITH done AS (
+    UPDATE jobs j
+    SET state = 'succeeded', result = @result, finished_at = now()
+    WHERE j.id = @id AND j.lease_token = @lease_token AND j.state = 'running' AND j.lease_until > now()
+    RETURNING *
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
+    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
+    FROM done
+)
+SELECT * FROM done;
+
+-- name: JobFail :one
+-- Ends the attempt as failed. The job retries after
+-- min(max, base·2^(n-1)·j), n counting this attempt, j uniform in
+-- [0.8, 1.2]; it goes dead when the failure is permanent or the counted
+-- attempts reach max_attempts, and cancelled when a cancel was requested.
+-- SET expressions read the row as it was before the update.
+WITH failed AS (
+    UPDATE jobs
+    SET counted_attempts = counted_attempts + 1,
+        last_error = @error,
+        state = CASE WHEN cancel_requested THEN 'cancelled'
+                     WHEN NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN 'dead'
+                     ELSE 'pending' END::job_state,
+        run_at = CASE WHEN cancel_requested OR NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN run_at
+                      ELSE now() + LEAST(backoff_max_ms::float8,
+                               backoff_base_ms * power(2, counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
+        finished_at = CASE WHEN cancel_requested OR NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN now() END
+    WHERE jobs.id = @id AND jobs.lease_token = @lease_token AND jobs.state = 'running' AND jobs.lease_until > now()
+    RETURNING *
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(), outcome = 'failed', error = @error, heartbeat_at = f.heartbeat_at, lease_until = f.lease_until
+    FROM failed f WHERE a.job_id = f.id AND a.number = f.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, CASE state WHEN 'pending' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'dead' END, attempt,
+           jsonb_build_object('error', @error, 'retryable', @retryable::boolean, 'run_at', run_at)
+    FROM failed
+)
+SELECT * FROM failed;
+
+-- name: JobStop :one
+-- Ends the current attempt without counting it: 'released' (the worker shut
+-- down; the job is due again at once) or 'cancelled' (the worker stopped it
+-- because a cancel was requested). A release of a job whose cancel was
+-- requested ends it cancelled.
+WITH stopped AS (
+    UPDATE jobs
+    SET state = CASE WHEN @outcome::attempt_outcome = 'cancelled' OR cancel_requested THEN 'cancelled'
+                     ELSE 'pending' END::job_state,
+        run_at = now(),
+        finished_at = CASE WHEN @outcome::attempt_outcome = 'cancelled' OR cancel_requested THEN now() END
+    WHERE jobs.id = @id AND jobs.lease_token = @lease_token AND jobs.state = 'running' AND jobs.lease_until > now()
+      AND @outcome::attempt_outcome IN ('released', 'cancelled')
+    RETURNING *
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(), outcome = @outcome::attempt_outcome, heartbeat_at = s.heartbeat_at, lease_until = s.lease_until
+    FROM stopped s WHERE a.job_id = s.id AND a.number = s.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'released' END, attempt,
+           jsonb_build_object('worker', lease_owner, 'outcome', @outcome::attempt_outcome)
+    FROM stopped
+)
+SELECT * FROM stopped;
+
+-- name: JobReapExpired :many
+-- Takes back running jobs whose lease deadline has passed. A lease capped by
+-- timeout_ms fails the attempt; otherwise it ends lease_expired. Both count.
+WITH expired AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE state = 'running' AND lease_until <= now()
+    ORDER BY lease_until
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+), reaped AS (
+    UPDATE jobs j
+    SET counted_attempts = j.counted_attempts + 1,
+        last_error = CASE WHEN j.timeout_ms IS NOT NULL
+                               AND j.lease_until >= j.attempt_started_at + j.timeout_ms * interval '1 millisecond'
+                          THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
+                          ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
+        state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN j.counted_attempts + 1 >= j.max_attempts THEN 'dead'
+                     ELSE 'pending' END::job_state,
+        run_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN j.run_at
+                      ELSE now() + LEAST(j.backoff_max_ms::float8,
+                               j.backoff_base_ms * power(2, j.counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
+        finished_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN now() END
+    FROM expired e
+    WHERE j.id = e.id
+    RETURNING j.*
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(),
+        outcome = CASE WHEN r.last_error LIKE 'attempt % timed out%' THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
+        error = r.last_error, heartbeat_at = r.heartbeat_at, lease_until = r.lease_until
+    FROM reaped r WHERE a.job_id = r.id AND a.number = r.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'lease_expired', attempt,
+           jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until,
+                              'next_state', state, 'run_at', run_at)
+    FROM reaped
+), counted AS (
+    UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
+    WHERE shard = pg_backend_pid() % 16 AND EXISTS (SELECT 1 FROM reaped)
+)
+SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped;
+
+-- name: JobNextDeadline :one
+-- How long until the earliest lease deadline, by the database clock;
+-- +Infinity when nothing runs.
+SELECT COALESCE(EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000, 'Infinity')::float8 AS wait_ms
+FROM jobs WHERE state = 'running';
+
+-- name: JobCancel :many
+-- Cancels pending jobs at once and asks running ones to stop (their worker
+-- hears it with its next heartbeat). Jobs in other states are left alone.
+WITH target AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE state IN ('pending', 'running')
+      AND (sqlc.narg('ids')::bigint[] IS NULL OR id = ANY(sqlc.narg('ids')::bigint[]))
+      AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+      AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+      AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+    FOR UPDATE
+), changed AS (
+    UPDATE jobs j
+    SET state = CASE WHEN j.state = 'pending' THEN 'cancelled' ELSE j.state END,
+        cancel_requested = (j.state = 'running'),
+        finished_at = CASE WHEN j.state = 'pending' THEN now() END
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.*
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
+           jsonb_build_object('by', @actor::text)
+    FROM changed
+)
+SELECT * FROM changed ORDER BY id;
+
+-- name: JobRetry :many
+-- Moves dead or cancelled jobs back to pending, due now, with a fresh budget
+-- of counted attempts. History (attempts, events) is kept.
+WITH target AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE state IN ('dead', 'cancelled')
+      AND (sqlc.narg('ids')::bigint[] IS NULL OR id = ANY(sqlc.narg('ids')::bigint[]))
+      AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+      AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+      AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+    FOR UPDATE
+), changed AS (
+    UPDATE jobs j
+    SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.*
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'retried', attempt, jsonb_build_object('by', @actor::text)
+    FROM changed
+)
+SELECT * FROM changed ORDER BY id;
+
+-- name: JobCounts :one
+-- Exact counts per state, summed over the trigger-maintained shards.
+SELECT sum(pending)::bigint AS pending, sum(running)::bigint AS running,
+       sum(succeeded)::bigint AS succeeded, sum(dead)::bigint AS dead,
+       sum(cancelled)::bigint AS cancelled, sum(claims_total)::bigint AS claims_total,
+       sum(expired_total)::bigint AS expired_total, sum(refused_total)::bigint AS refused_total
+FROM job_counts;
+
+-- name: JobNotify :exec
+-- Wakes idle workers: one notification per statement or batch, never one
+-- per job (NOTIFY takes a database-wide lock at commit).
+SELECT pg_notify('leasehold_jobs', @queues::text);
+
+-- name: LeaseNotify :exec
+-- Wakes the reaper when a lease may end before the deadline it sleeps to.
+SELECT pg_notify('leasehold_leases', '');

@@ -1,0 +1,30 @@
+-- name: WorkerSeen :exec
+INSERT INTO workers (id, device, queues) VALUES (@id, sqlc.narg('device'), @queues::text[])
+ON CONFLICT (id) DO UPDATE SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues;
+
+-- name: WorkerListRecent :many
+-- Workers seen since @since, with the jobs each holds now.
+SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
+       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
+FROM workers w
+WHERE w.last_seen >= @since
+ORDER BY w.last_seen DESC, w.id
+LIMIT 500;
+
+-- name: ReaperTryLock :one
+SELECT pg_try_advisory_lock(@key::bigint) AS locked;
+
+-- name: ListenJobs :exec
+LISTEN leasehold_jobs;
+
+-- name: ListenLeases :exec
+LISTEN leasehold_leases;
+
+-- name: Ping :one
+-- Readiness: the target database answers a query, not just the server.
+SELECT 1::integer AS ok;
+
+-- name: ReaperLock :exec
+-- Blocks until this session holds the reaper lock: a standby takes over the
+-- moment the active reaper's session ends.
+SELECT pg_advisory_lock(@key::bigint);

@@ -1,0 +1,146 @@
+// Package queue is the lease lifecycle of Leasehold: submit, claim,
+// heartbeat, complete, fail, reclaim, cancel and retry. It is the only
+// writer of job state; the server and the worker both use it.
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// State is where a job is in its lifecycle.
+type State string
+
+// The states of a job.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateDead      State = "dead"
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{StatePending, StateRunning, StateSucceeded, StateDead, StateCancelled}
+
+// Valid reports whether s names a state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors callers branch on. Driver errors never leave this package raw.
+var (
+	// ErrNotFound means no job has that id.
+	ErrNotFound = errors.New("job not found")
+	// ErrLeaseLost means the write came with a stale token or after the
+	// lease deadline; nothing was changed.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrWrongState means the job is not in a state the action applies to.
+	ErrWrongState = errors.New("job is not in a state that allows this")
+	// ErrIdempotencyConflict means the idempotency key names a job with
+	// different contents.
+	ErrIdempotencyConflict = errors.New("idempotency key already used for a different job")
+)
+
+// Job is a unit of work and its current lease.
+type Job struct {
+	ID              int64           `json:"id"`
+	Kind            string          `json:"kind"`
+	Queue           string          `json:"queue"`
+	Priority        int32           `json:"priority"`
+	Payload         json.RawMessage `json:"payload"`
+	State           State           `json:"state"`
+	Attempt         int32           `json:"attempt"`
+	MaxAttempts     int32           `json:"max_attempts"`
+	CountedAttempts int32           `json:"counted_attempts"`
+	RunAt           time.Time       `json:"run_at"`
+	LeaseOwner      *string         `json:"lease_owner"`
+	LeaseUntil      *time.Time      `json:"lease_until"`
+	LeaseToken      int64           `json:"lease_token"`
+	LeaseMs         int32           `json:"lease_ms"`
+	HeartbeatAt     *time.Time      `json:"heartbeat_at"`
+	TimeoutMs       *int32          `json:"timeout_ms"`
+	CancelRequested bool            `json:"cancel_requested"`
+	IdempotencyKey  *string         `json:"idempotency_key"`
+	BackoffBaseMs   int32           `json:"backoff_base_ms"`
+	BackoffMaxMs    int32           `json:"backoff_max_ms"`
+	LastError       *string         `json:"last_error"`
+	Result          json.RawMessage `json:"result"`
+	CreatedAt       time.Time       `json:"created_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+}
+
+// Attempt is one claim of a job, from start to its outcome.
+type Attempt struct {
+	Number      int32      `json:"number"`
+	WorkerID    string     `json:"worker_id"`
+	LeaseToken  int64      `json:"lease_token"`
+	StartedAt   time.Time  `json:"started_at"`
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	LeaseUntil  *time.Time `json:"lease_until"`
+	EndedAt     *time.Time `json:"ended_at"`
+	Outcome     *string    `json:"outcome"`
+	Error       *string    `json:"error"`
+}
+
+// Event is one entry of a job's timeline.
+type Event struct {
+	At      time.Time       `json:"at"`
+	Type    string          `json:"type"`
+	Attempt *int32          `json:"attempt"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+// JobDetail is a job with its history.
+type JobDetail struct {
+	Job
+	Attempts  []Attempt  `json:"attempts"`
+	Artifacts []struct{} `json:"artifacts"`
+	Events    []Event    `json:"events"`
+	Effects   []struct{} `json:"effects"`
+}
+
+// Lease identifies one attempt's hold on a job: every write of the attempt
+// carries it, and the database refuses it once it is no longer current.
+type Lease struct {
+	JobID    int64
+	Token    int64
+	WorkerID string
+}
+
+func jobFromRow(r db.Job) Job {
+	return Job{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority, Payload: r.Payload,
+		State: State(r.State), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
+		CountedAttempts: r.CountedAttempts, RunAt: r.RunAt, LeaseOwner: r.LeaseOwner,
+		LeaseUntil: r.LeaseUntil, LeaseToken: r.LeaseToken, LeaseMs: r.LeaseMs,
+		HeartbeatAt: r.HeartbeatAt, TimeoutMs: r.TimeoutMs, CancelRequested: r.CancelRequested,
+		IdempotencyKey: r.IdempotencyKey, BackoffBaseMs: r.BackoffBaseMs, BackoffMaxMs: r.BackoffMaxMs,
+		LastError: r.LastError, Result: r.Result, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
+	}
+}
+
+// jobRow is satisfied by every generated row type that carries a whole
+// job: sqlc emits one per query, all with the fields of db.Job.
+type jobRow interface {
+	db.Job | db.JobInsertRow | db.JobInsertManyRow | db.JobClaimRow | db.JobCompleteRow |
+		db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
+}
+
+func toJob[R jobRow](r R) Job { return jobFromRow(db.Job(r)) }
+
+func toJobs[R jobRow](rows []R) []Job {
+	jobs := make([]Job, len(rows))
+	for i, r := range rows {
+		jobs[i] = toJob(r)
+	}
+	return jobs
+}

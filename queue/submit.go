@@ -1,0 +1,199 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on what a job may hold.
+const (
+	MaxPayloadBytes    = 1 << 20
+	MaxBatch           = 10_000
+	MaxAttemptsLimit   = 1000
+	MinLease           = 100 * time.Millisecond
+	MaxLease           = time.Hour
+	maxBackoffMs       = 7 * 24 * 3600 * 1000
+	maxIdempotencyKey  = 255
+	maxInstructions    = 64 << 10
+	defaultMaxAttempts = 5
+	defaultBackoffBase = 1000
+	defaultBackoffMax  = 600_000
+)
+
+var (
+	namePattern    = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+	packagePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*(\.[a-zA-Z][a-zA-Z0-9_]*)+$`)
+	labelPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+)
+
+// NewJob is a job as submitted. Pointer fields are optional and take the
+// documented defaults.
+type NewJob struct {
+	Kind           string          `json:"kind"`
+	Queue          string          `json:"queue"`
+	Priority       int32           `json:"priority"`
+	Payload        json.RawMessage `json:"payload"`
+	MaxAttempts    *int32          `json:"max_attempts"`
+	RunAt          *time.Time      `json:"run_at"`
+	TimeoutMs      *int32          `json:"timeout_ms"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	BackoffBaseMs  *int32          `json:"backoff_base_ms"`
+	BackoffMaxMs   *int32          `json:"backoff_max_ms"`
+
+	// Filled in by Normalize from the payload.
+	app, device *string
+}
+
+// ValidationError names the field that is wrong and why.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvestigationPayload is the payload of an app_investigation job.
+type InvestigationPayload struct {
+	App          string          `json:"app"`
+	StoreURL     string          `json:"store_url,omitempty"`
+	Device       string          `json:"device,omitempty"`
+	Instructions string          `json:"instructions,omitempty"`
+	Sim          json.RawMessage `json:"sim,omitempty"`
+}
+
+// Normalize checks j, fills in defaults, and returns the first problem as
+// a *ValidationError.
+func (j *NewJob) Normalize() error {
+	if !namePattern.MatchString(j.Kind) {
+		return invalid("kind", "must match [a-z0-9_.-]{1,64}")
+	}
+	if j.Queue == "" {
+		j.Queue = "default"
+	}
+	if !namePattern.MatchString(j.Queue) {
+		return invalid("queue", "must match [a-z0-9_.-]{1,64}")
+	}
+	if err := j.normalizePayload(); err != nil {
+		return err
+	}
+	if j.MaxAttempts == nil {
+		j.MaxAttempts = ptr[int32](defaultMaxAttempts)
+	}
+	if *j.MaxAttempts < 1 || *j.MaxAttempts > MaxAttemptsLimit {
+		return invalid("max_attempts", "must be between 1 and %d", MaxAttemptsLimit)
+	}
+	if j.TimeoutMs != nil && *j.TimeoutMs < int32(MinLease/time.Millisecond) {
+		return invalid("timeout_ms", "must be at least %d", MinLease/time.Millisecond)
+	}
+	if j.BackoffBaseMs == nil {
+		j.BackoffBaseMs = ptr[int32](defaultBackoffBase)
+	}
+	if j.BackoffMaxMs == nil {
+		j.BackoffMaxMs = ptr(max(*j.BackoffBaseMs, defaultBackoffMax))
+	}
+	if *j.BackoffBaseMs < 0 || *j.BackoffBaseMs > maxBackoffMs {
+		return invalid("backoff_base_ms", "must be between 0 and %d", maxBackoffMs)
+	}
+	if *j.BackoffMaxMs < *j.BackoffBaseMs || *j.BackoffMaxMs > maxBackoffMs {
+		return invalid("backoff_max_ms", "must be between backoff_base_ms and %d", maxBackoffMs)
+	}
+	if k := j.IdempotencyKey; k != nil {
+		if *k == "" || len(*k) > maxIdempotencyKey || !utf8.ValidString(*k) || hasControl(*k) {
+			return invalid("idempotency_key", "must be 1 to %d printable characters", maxIdempotencyKey)
+		}
+	}
+	return nil
+}
+
+func (j *NewJob) normalizePayload() error {
+	if len(bytes.TrimSpace(j.Payload)) == 0 || bytes.Equal(bytes.TrimSpace(j.Payload), []byte("null")) {
+		j.Payload = json.RawMessage(`{}`)
+	}
+	if len(j.Payload) > MaxPayloadBytes {
+		return invalid("payload", "must be at most %d bytes", MaxPayloadBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(j.Payload, &obj); err != nil || obj == nil {
+		return invalid("payload", "must be a JSON object")
+	}
+	// PostgreSQL's jsonb rejects \u0000; say so instead of failing later.
+	if bytes.Contains(j.Payload, []byte(`\u0000`)) {
+		return invalid("payload", "must not contain NUL characters")
+	}
+	j.app, j.device = nil, nil
+	if dev, ok := obj["device"]; ok && string(dev) != "null" {
+		var d string
+		if json.Unmarshal(dev, &d) != nil || !labelPattern.MatchString(d) {
+			return invalid("device", "must be a label of up to 64 letters, digits or _.:-")
+		}
+		j.device = &d
+	}
+	if app, ok := obj["app"]; ok {
+		var a string
+		if json.Unmarshal(app, &a) == nil && a != "" {
+			j.app = &a
+		}
+	}
+	if j.Kind == "app_investigation" {
+		return j.checkInvestigation()
+	}
+	return nil
+}
+
+func (j *NewJob) checkInvestigation() error {
+	var p InvestigationPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return invalid("payload", "is not an app_investigation payload: %v", err)
+	}
+	if p.App == "" {
+		return invalid("app", "is required (an Android package name such as com.example.notes)")
+	}
+	if len(p.App) > 255 || !packagePattern.MatchString(p.App) {
+		return invalid("app", "must be an Android package name such as com.example.notes")
+	}
+	if p.StoreURL != "" {
+		u, err := url.Parse(p.StoreURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(p.StoreURL) > 2048 {
+			return invalid("store_url", "must be an http(s) URL")
+		}
+	}
+	if len(p.Instructions) > maxInstructions {
+		return invalid("instructions", "must be at most %d bytes", maxInstructions)
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sameJob reports whether an existing job is what nj would have created,
+// for idempotent resubmission.
+func sameJob(existing Job, nj NewJob) bool {
+	if existing.Kind != nj.Kind || existing.Queue != nj.Queue {
+		return false
+	}
+	var a, b any
+	if json.Unmarshal(existing.Payload, &a) != nil || json.Unmarshal(nj.Payload, &b) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
