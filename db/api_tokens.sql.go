@@ -131,3 +131,25 @@ func (q *Queries) TokenTouch(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, tokenTouch, id)
 	return err
 }
+
+const tokenUpsertByName = `-- name: TokenUpsertByName :exec
+INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE
+SET token_hash = EXCLUDED.token_hash, role = EXCLUDED.role, revoked_at = NULL,
+    last_used_at = CASE WHEN api_tokens.token_hash = EXCLUDED.token_hash THEN api_tokens.last_used_at END
+`
+
+type TokenUpsertByNameParams struct {
+	Name      string
+	Role      string
+	TokenHash []byte
+}
+
+// Registers a token given in the environment under its name. Idempotent for
+// the same secret; a changed secret replaces the name's old one (which stops
+// working), and a revoked name is brought back, because the environment is
+// the source of truth for this token.
+func (q *Queries) TokenUpsertByName(ctx context.Context, arg TokenUpsertByNameParams) error {
+	_, err := q.db.Exec(ctx, tokenUpsertByName, arg.Name, arg.Role, arg.TokenHash)
+	return err
+}

@@ -357,19 +357,21 @@ const jobCounts = `-- name: JobCounts :one
 SELECT sum(pending)::bigint AS pending, sum(running)::bigint AS running,
        sum(succeeded)::bigint AS succeeded, sum(dead)::bigint AS dead,
        sum(cancelled)::bigint AS cancelled, sum(claims_total)::bigint AS claims_total,
+       sum(completions_total)::bigint AS completions_total,
        sum(expired_total)::bigint AS expired_total, sum(refused_total)::bigint AS refused_total
 FROM job_counts
 `
 
 type JobCountsRow struct {
-	Pending      int64
-	Running      int64
-	Succeeded    int64
-	Dead         int64
-	Cancelled    int64
-	ClaimsTotal  int64
-	ExpiredTotal int64
-	RefusedTotal int64
+	Pending          int64
+	Running          int64
+	Succeeded        int64
+	Dead             int64
+	Cancelled        int64
+	ClaimsTotal      int64
+	CompletionsTotal int64
+	ExpiredTotal     int64
+	RefusedTotal     int64
 }
 
 // Exact counts per state, summed over the trigger-maintained shards.
@@ -383,6 +385,7 @@ func (q *Queries) JobCounts(ctx context.Context) (JobCountsRow, error) {
 		&i.Dead,
 		&i.Cancelled,
 		&i.ClaimsTotal,
+		&i.CompletionsTotal,
 		&i.ExpiredTotal,
 		&i.RefusedTotal,
 	)
@@ -596,7 +599,8 @@ SET heartbeat_at = now(),
                        ELSE LEAST(now() + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
 WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_until > now()
-RETURNING lease_until, cancel_requested
+RETURNING lease_until, cancel_requested,
+          (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms
 `
 
 type JobHeartbeatParams struct {
@@ -607,16 +611,19 @@ type JobHeartbeatParams struct {
 type JobHeartbeatRow struct {
 	LeaseUntil      *time.Time
 	CancelRequested bool
+	RemainingMs     float64
 }
 
 // Extends the lease only for the current token of a running job whose
 // deadline has not passed: an expired lease is lost even before the reaper
 // gets to it. Never past the attempt's timeout. Touches no indexed column,
 // so it is a HOT update.
+// remaining_ms lets the worker keep its own deadline without ever
+// comparing its clock with the database's.
 func (q *Queries) JobHeartbeat(ctx context.Context, arg JobHeartbeatParams) (JobHeartbeatRow, error) {
 	row := q.db.QueryRow(ctx, jobHeartbeat, arg.ID, arg.LeaseToken)
 	var i JobHeartbeatRow
-	err := row.Scan(&i.LeaseUntil, &i.CancelRequested)
+	err := row.Scan(&i.LeaseUntil, &i.CancelRequested, &i.RemainingMs)
 	return i, err
 }
 

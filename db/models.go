@@ -164,15 +164,16 @@ type Job struct {
 }
 
 type JobCount struct {
-	Shard        int32
-	Pending      int64
-	Running      int64
-	Succeeded    int64
-	Dead         int64
-	Cancelled    int64
-	ClaimsTotal  int64
-	ExpiredTotal int64
-	RefusedTotal int64
+	Shard            int32
+	Pending          int64
+	Running          int64
+	Succeeded        int64
+	Dead             int64
+	Cancelled        int64
+	ClaimsTotal      int64
+	CompletionsTotal int64
+	ExpiredTotal     int64
+	RefusedTotal     int64
 }
 
 type Worker struct {

@@ -66,7 +66,7 @@ const workerListRecent = `-- name: WorkerListRecent :many
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
 FROM workers w
-WHERE w.last_seen >= $1
+WHERE w.last_seen >= now() - ($1::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500
 `
@@ -80,9 +80,10 @@ type WorkerListRecentRow struct {
 	Running   int64
 }
 
-// Workers seen since @since, with the jobs each holds now.
-func (q *Queries) WorkerListRecent(ctx context.Context, since time.Time) ([]WorkerListRecentRow, error) {
-	rows, err := q.db.Query(ctx, workerListRecent, since)
+// Workers seen within the last @within_ms (database clock), with the jobs
+// each holds now.
+func (q *Queries) WorkerListRecent(ctx context.Context, withinMs int64) ([]WorkerListRecentRow, error) {
+	rows, err := q.db.Query(ctx, workerListRecent, withinMs)
 	if err != nil {
 		return nil, err
 	}

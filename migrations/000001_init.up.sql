@@ -113,13 +113,15 @@ CREATE TABLE job_counts (
     dead            bigint NOT NULL DEFAULT 0,
     cancelled       bigint NOT NULL DEFAULT 0,
     claims_total    bigint NOT NULL DEFAULT 0,
+    completions_total bigint NOT NULL DEFAULT 0,
     expired_total   bigint NOT NULL DEFAULT 0,
     refused_total   bigint NOT NULL DEFAULT 0
 );
 INSERT INTO job_counts (shard) SELECT generate_series(0, 15);
 
 CREATE FUNCTION job_counts_apply(d_pending bigint, d_running bigint, d_succeeded bigint,
-                                 d_dead bigint, d_cancelled bigint, d_claims bigint)
+                                 d_dead bigint, d_cancelled bigint, d_claims bigint,
+                                 d_completions bigint)
 RETURNS void LANGUAGE sql AS $$
     UPDATE job_counts
        SET pending = pending + d_pending,
@@ -127,7 +129,8 @@ RETURNS void LANGUAGE sql AS $$
            succeeded = succeeded + d_succeeded,
            dead = dead + d_dead,
            cancelled = cancelled + d_cancelled,
-           claims_total = claims_total + d_claims
+           claims_total = claims_total + d_claims,
+           completions_total = completions_total + d_completions
      WHERE shard = pg_backend_pid() % 16
 $$;
 
@@ -139,7 +142,7 @@ BEGIN
         count(*) FILTER (WHERE state = 'succeeded'),
         count(*) FILTER (WHERE state = 'dead'),
         count(*) FILTER (WHERE state = 'cancelled'),
-        0)
+        0, 0)
     FROM new_rows
     HAVING count(*) > 0;
     RETURN NULL;
@@ -153,7 +156,8 @@ BEGIN
         (NEW.state = 'succeeded')::int - (OLD.state = 'succeeded')::int,
         (NEW.state = 'dead')::int - (OLD.state = 'dead')::int,
         (NEW.state = 'cancelled')::int - (OLD.state = 'cancelled')::int,
-        (NEW.state = 'running')::int);
+        (NEW.state = 'running')::int,
+        (NEW.state = 'succeeded')::int);
     RETURN NULL;
 END $$;
 
@@ -165,7 +169,7 @@ BEGIN
         -count(*) FILTER (WHERE state = 'succeeded'),
         -count(*) FILTER (WHERE state = 'dead'),
         -count(*) FILTER (WHERE state = 'cancelled'),
-        0)
+        0, 0)
     FROM old_rows
     HAVING count(*) > 0;
     RETURN NULL;

@@ -19,3 +19,13 @@ UPDATE api_tokens SET revoked_at = now() WHERE name = @name AND revoked_at IS NU
 -- Records use at most once a minute, so authentication stays read-mostly.
 UPDATE api_tokens SET last_used_at = now()
 WHERE id = @id AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');
+
+-- name: TokenUpsertByName :exec
+-- Registers a token given in the environment under its name. Idempotent for
+-- the same secret; a changed secret replaces the name's old one (which stops
+-- working), and a revoked name is brought back, because the environment is
+-- the source of truth for this token.
+INSERT INTO api_tokens (name, role, token_hash) VALUES (@name, @role, @token_hash)
+ON CONFLICT (name) DO UPDATE
+SET token_hash = EXCLUDED.token_hash, role = EXCLUDED.role, revoked_at = NULL,
+    last_used_at = CASE WHEN api_tokens.token_hash = EXCLUDED.token_hash THEN api_tokens.last_used_at END;

@@ -109,7 +109,10 @@ SET heartbeat_at = now(),
                        ELSE LEAST(now() + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
 WHERE id = @id AND lease_token = @lease_token AND state = 'running' AND lease_until > now()
-RETURNING lease_until, cancel_requested;
+-- remaining_ms lets the worker keep its own deadline without ever
+-- comparing its clock with the database's.
+RETURNING lease_until, cancel_requested,
+          (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms;
 
 -- name: JobComplete :one
 WITH done AS (
@@ -291,6 +294,7 @@ SELECT * FROM changed ORDER BY id;
 SELECT sum(pending)::bigint AS pending, sum(running)::bigint AS running,
        sum(succeeded)::bigint AS succeeded, sum(dead)::bigint AS dead,
        sum(cancelled)::bigint AS cancelled, sum(claims_total)::bigint AS claims_total,
+       sum(completions_total)::bigint AS completions_total,
        sum(expired_total)::bigint AS expired_total, sum(refused_total)::bigint AS refused_total
 FROM job_counts;
 

@@ -3,11 +3,12 @@ INSERT INTO workers (id, device, queues) VALUES (@id, sqlc.narg('device'), @queu
 ON CONFLICT (id) DO UPDATE SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues;
 
 -- name: WorkerListRecent :many
--- Workers seen since @since, with the jobs each holds now.
+-- Workers seen within the last @within_ms (database clock), with the jobs
+-- each holds now.
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
 FROM workers w
-WHERE w.last_seen >= @since
+WHERE w.last_seen >= now() - (@within_ms::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500;
 

@@ -273,6 +273,8 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 type HeartbeatResult struct {
 	LeaseUntil      time.Time `json:"lease_until"`
 	CancelRequested bool      `json:"cancel_requested"`
+	// Remaining is how long the lease has left by the database clock.
+	Remaining time.Duration `json:"-"`
 }
 
 // Heartbeat extends l's lease. ErrLeaseLost means the worker must stop the
@@ -286,7 +288,10 @@ func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error
 	if err != nil {
 		return HeartbeatResult{}, fmt.Errorf("renewing lease: %w", err)
 	}
-	return HeartbeatResult{LeaseUntil: *row.LeaseUntil, CancelRequested: row.CancelRequested}, nil
+	return HeartbeatResult{
+		LeaseUntil: *row.LeaseUntil, CancelRequested: row.CancelRequested,
+		Remaining: time.Duration(row.RemainingMs * float64(time.Millisecond)),
+	}, nil
 }
 
 // Complete ends l's attempt as succeeded with result.
@@ -439,10 +444,11 @@ func (c *Client) one(ctx context.Context, id int64, actor string, act func(conte
 
 // Counts is the number of jobs per state, and running totals.
 type Counts struct {
-	Jobs    map[State]int64
-	Claims  int64
-	Expired int64
-	Refused int64
+	Jobs        map[State]int64
+	Claims      int64
+	Completions int64
+	Expired     int64
+	Refused     int64
 }
 
 // Counts reads the maintained counters: exact, without scanning jobs.
@@ -456,7 +462,7 @@ func (c *Client) Counts(ctx context.Context) (Counts, error) {
 			StatePending: r.Pending, StateRunning: r.Running, StateSucceeded: r.Succeeded,
 			StateDead: r.Dead, StateCancelled: r.Cancelled,
 		},
-		Claims: r.ClaimsTotal, Expired: r.ExpiredTotal, Refused: r.RefusedTotal,
+		Claims: r.ClaimsTotal, Completions: r.CompletionsTotal, Expired: r.ExpiredTotal, Refused: r.RefusedTotal,
 	}, nil
 }
 
@@ -469,9 +475,10 @@ type Worker struct {
 	Running  int64     `json:"running"`
 }
 
-// Workers lists the workers seen since since.
-func (c *Client) Workers(ctx context.Context, since time.Time) ([]Worker, error) {
-	rows, err := c.q.WorkerListRecent(ctx, since)
+// Workers lists the workers seen within the last window, by the database
+// clock.
+func (c *Client) Workers(ctx context.Context, window time.Duration) ([]Worker, error) {
+	rows, err := c.q.WorkerListRecent(ctx, window.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("listing workers: %w", err)
 	}
