@@ -1,0 +1,314 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Config configures a Worker. Zero values take the documented defaults.
+type Config struct {
+	ID          string
+	Queues      []string      // default ["default"]
+	Devices     []string      // this worker's device labels
+	Concurrency int           // jobs held at once, default 1
+	Lease       time.Duration // default 30s
+	Heartbeat   time.Duration // default Lease/3
+	Grace       time.Duration // how long running jobs may finish at shutdown, default 30s
+	// Poll is the fallback claim period; notifications normally wake the
+	// worker first. Default 1s.
+	Poll time.Duration
+	// Reaper runs a standby reaper in this process, so expired leases are
+	// recovered even while no server runs.
+	Reaper   bool
+	Executor Executor
+	Logger   *slog.Logger
+}
+
+// Worker claims and runs jobs straight from PostgreSQL.
+type Worker struct {
+	pool   *pgxpool.Pool
+	client *queue.Client
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns a Worker on pool.
+func New(pool *pgxpool.Pool, cfg Config) *Worker {
+	if len(cfg.Queues) == 0 {
+		cfg.Queues = []string{"default"}
+	}
+	cfg.Concurrency = max(cfg.Concurrency, 1)
+	cfg.Lease = min(max(cmp.Or(cfg.Lease, 30*time.Second), queue.MinLease), queue.MaxLease)
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, cfg.Lease/3)
+	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
+	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	log := cfg.Logger.With("worker", cfg.ID)
+	return &Worker{pool: pool, client: queue.NewClient(pool, log), cfg: cfg, log: log}
+}
+
+// Errors that say why a job's executor was stopped.
+var (
+	errLeaseLost = errors.New("lease lost")
+	errCancelled = errors.New("cancel requested")
+	errShutdown  = errors.New("worker shutting down")
+)
+
+// Run claims and runs jobs until ctx ends, then stops claiming, lets
+// running jobs finish within the grace period, releases the leases of
+// those still running, and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	// Background work (reaper, listener, presence) outlives ctx until the
+	// running jobs are settled.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	var bgWG sync.WaitGroup
+	defer bgWG.Wait()
+	defer stopBg()
+
+	wake := make(chan struct{}, 1)
+	bgWG.Go(func() { w.listen(bg, wake) })
+	bgWG.Go(func() { w.presence(bg) })
+	if w.cfg.Reaper {
+		reaper := queue.NewReaper(w.pool, queue.ReaperConfig{Logger: w.log})
+		bgWG.Go(func() { _ = reaper.Run(bg) })
+	}
+
+	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopJobs(nil)
+	done := make(chan struct{}, w.cfg.Concurrency)
+	var jobsWG sync.WaitGroup
+	inflight := 0
+	poll := time.NewTicker(w.cfg.Poll)
+	defer poll.Stop()
+	w.log.Info("worker started", "queues", w.cfg.Queues, "devices", w.cfg.Devices,
+		"concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "heartbeat", w.cfg.Heartbeat)
+
+	for ctx.Err() == nil {
+		if free := w.cfg.Concurrency - inflight; free > 0 {
+			sent := time.Now()
+			jobs, err := w.claim(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("claim failed", "err", err)
+			}
+			for _, job := range jobs {
+				inflight++
+				jobsWG.Go(func() {
+					w.run(jobsCtx, job, sent)
+					done <- struct{}{}
+				})
+			}
+			if len(jobs) == free {
+				continue // there may be more
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-poll.C:
+		case <-done:
+			inflight--
+		}
+	}
+
+	w.log.Info("shutting down: no more claims", "running", inflight, "grace", w.cfg.Grace)
+	settled := make(chan struct{})
+	go func() { jobsWG.Wait(); close(settled) }()
+	select {
+	case <-settled:
+	case <-time.After(w.cfg.Grace):
+		w.log.Info("grace period over: releasing leases")
+		stopJobs(errShutdown)
+		<-settled
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+func (w *Worker) claim(ctx context.Context, limit int) ([]queue.Job, error) {
+	return w.client.Claim(ctx, queue.ClaimParams{
+		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
+	})
+}
+
+// run runs one job to its end and writes the outcome, unless the lease was
+// lost: then the worker writes nothing more for it.
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time) {
+	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
+	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
+	log.Info("job claimed", "kind", job.Kind)
+
+	execCtx, stop := context.WithCancelCause(jobsCtx)
+	defer stop(nil)
+	beatDone := make(chan struct{})
+	var beatWG sync.WaitGroup
+	beatWG.Go(func() { w.heartbeat(execCtx, job, lease, claimedAt, stop, beatDone, log) })
+
+	result, err := w.cfg.Executor.Run(execCtx, job, reporter{client: w.client, lease: lease})
+	cause := context.Cause(execCtx)
+	close(beatDone)
+	beatWG.Wait()
+
+	// Writes of the outcome must happen even while the worker shuts down.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), 30*time.Second)
+	defer cancel()
+	var werr error
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		log.Warn("job stopped: lease lost; writing nothing")
+		return
+	case err == nil:
+		_, werr = w.client.Complete(ctx, lease, result)
+		log.Info("job succeeded", "took", time.Since(claimedAt))
+	case errors.Is(cause, errCancelled):
+		_, werr = w.client.AckCancel(ctx, lease)
+		log.Info("job cancelled")
+	case errors.Is(cause, errShutdown):
+		_, werr = w.client.Release(ctx, lease)
+		log.Info("job released at shutdown")
+	default:
+		_, werr = w.client.Fail(ctx, lease, err.Error(), !IsPermanent(err))
+		log.Info("job failed", "err", err, "permanent", IsPermanent(err))
+	}
+	if werr != nil {
+		log.Warn("writing outcome", "err", werr)
+	}
+}
+
+// heartbeat renews the lease every Heartbeat until done closes. A refused
+// renewal stops the executor at once. When renewals fail for another reason
+// (database unreachable), the worker fences itself: it stops the executor
+// before the lease could have run out by the database clock, measured from
+// the moment the last successful renewal was sent.
+func (w *Worker) heartbeat(ctx context.Context, job queue.Job, lease queue.Lease, claimedAt time.Time, stop context.CancelCauseFunc,
+	done <-chan struct{}, log *slog.Logger) {
+	// Deadlines here are local, measured from when a request was sent, by
+	// durations the database computed: the two clocks are never compared.
+	validUntil := claimedAt.Add(w.cfg.Lease)
+	if job.LeaseUntil != nil && job.HeartbeatAt != nil {
+		validUntil = claimedAt.Add(job.LeaseUntil.Sub(*job.HeartbeatAt))
+	}
+	margin := min(w.cfg.Heartbeat/2, time.Second)
+	wait := w.cfg.Heartbeat
+	cancelled := false
+	for {
+		timer := time.NewTimer(min(wait, time.Until(validUntil.Add(-margin))))
+		select {
+		case <-done:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if !time.Now().Before(validUntil.Add(-margin)) {
+			log.Warn("fencing: lease could not be renewed in time")
+			stop(errLeaseLost)
+			return
+		}
+		sent := time.Now()
+		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), validUntil.Add(-margin))
+		res, err := w.client.Heartbeat(callCtx, lease)
+		cancel()
+		switch {
+		case errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, queue.ErrNotFound):
+			log.Warn("heartbeat refused: lease lost")
+			stop(errLeaseLost)
+			return
+		case err != nil:
+			log.Warn("heartbeat failed", "err", err, "lease_valid_for", time.Until(validUntil))
+			wait = min(w.cfg.Heartbeat, 250*time.Millisecond)
+			continue
+		}
+		validUntil = sent.Add(res.Remaining)
+		wait = w.cfg.Heartbeat
+		if res.CancelRequested && !cancelled {
+			cancelled = true
+			log.Info("cancel requested: stopping job")
+			stop(errCancelled)
+		}
+	}
+}
+
+// listen turns job notifications into wake-ups; the poll is the fallback
+// when notifications are lost (a dropped connection).
+func (w *Worker) listen(ctx context.Context, wake chan<- struct{}) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.listenSession(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("job listener stopped", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func (w *Worker) listenSession(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connecting listener: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := db.New(conn).ListenJobs(ctx); err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	wakeUp(wake) // anything sent while we were not listening
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for jobs: %w", err)
+		}
+		if n.Payload == "" || slices.ContainsFunc(strings.Split(n.Payload, ","), func(q string) bool {
+			return slices.Contains(w.cfg.Queues, q)
+		}) {
+			wakeUp(wake)
+		}
+	}
+}
+
+func wakeUp(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// presence records this worker as alive for /workers and the stats.
+func (w *Worker) presence(ctx context.Context) {
+	every := min(w.cfg.Heartbeat, 5*time.Second)
+	for {
+		if err := w.client.WorkerSeen(ctx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues); err != nil && ctx.Err() == nil {
+			w.log.Warn("recording presence", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+type reporter struct {
+	client *queue.Client
+	lease  queue.Lease
+}
+
+func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
+	return r.client.Progress(ctx, r.lease, fraction, message)
+}

@@ -1,0 +1,225 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+type fixture struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	client *queue.Client
+}
+
+func setup(t testing.TB) *fixture {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return &fixture{ctx: ctx, pool: pool, client: queue.NewClient(pool, nil)}
+}
+
+// start runs a sim worker until the returned stop is called; stop returns
+// once Run has returned.
+func (f *fixture) start(t *testing.T, cfg worker.Config) (stop func()) {
+	t.Helper()
+	if cfg.Executor == nil {
+		cfg.Executor = executor.Sim{}
+	}
+	cfg.ID = "test-worker"
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { _ = worker.New(f.pool, cfg).Run(ctx); close(done) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (f *fixture) submit(t *testing.T, sim string, maxAttempts int32) queue.Job {
+	t.Helper()
+	base := int32(0)
+	job, _, err := f.client.Insert(f.ctx, queue.NewJob{
+		Kind: "app_investigation", MaxAttempts: &maxAttempts, BackoffBaseMs: &base,
+		Payload: json.RawMessage(`{"app":"com.example.notes","sim":` + sim + `}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func (f *fixture) waitState(t *testing.T, id int64, want queue.State) queue.JobDetail {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := f.client.Detail(f.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d is %s, want %s; events: %v", id, d.State, want, eventTypes(d))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRetriesUntilSuccess(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.start(t, worker.Config{Lease: time.Second})
+	job := f.submit(t, `{"steps":2,"step_ms":10,"fail_attempts":2}`, 5)
+	d := f.waitState(t, job.ID, queue.StateSucceeded)
+	if len(d.Attempts) != 3 || *d.Attempts[0].Outcome != "failed" || *d.Attempts[2].Outcome != "succeeded" {
+		t.Fatalf("attempts %+v", d.Attempts)
+	}
+	progress := 0
+	for _, e := range d.Events {
+		if e.Type == "progress" {
+			progress++
+		}
+	}
+	if progress != 6 {
+		t.Fatalf("%d progress events, want 2 per attempt", progress)
+	}
+}
+
+func TestPermanentFailureGoesDead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.start(t, worker.Config{Lease: time.Second})
+	job := f.submit(t, `{"steps":1,"step_ms":10,"permanent":true}`, 5)
+	d := f.waitState(t, job.ID, queue.StateDead)
+	if len(d.Attempts) != 1 {
+		t.Fatalf("%d attempts, want 1", len(d.Attempts))
+	}
+}
+
+func TestCancelReachesRunningJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.start(t, worker.Config{Lease: 600 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	job := f.submit(t, `{"hang":true,"step_ms":50}`, 5)
+	f.waitState(t, job.ID, queue.StateRunning)
+	if _, err := f.client.CancelOne(f.ctx, job.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	d := f.waitState(t, job.ID, queue.StateCancelled)
+	if *d.Attempts[0].Outcome != "cancelled" || d.CountedAttempts != 0 {
+		t.Fatalf("attempt %+v counted %d", d.Attempts[0], d.CountedAttempts)
+	}
+}
+
+func TestRefusedHeartbeatStopsExecutor(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	stopped := make(chan error, 1)
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	f.start(t, worker.Config{Lease: 5 * time.Second, Heartbeat: 100 * time.Millisecond, Executor: exec})
+	job := f.submit(t, `{}`, 5)
+	running := f.waitState(t, job.ID, queue.StateRunning)
+	// Another worker takes the job over (as after a reclaim): the old
+	// holder's next heartbeat is refused.
+	if _, err := f.pool.Exec(f.ctx, "UPDATE jobs SET lease_token = nextval('lease_token_seq') WHERE id = $1", job.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-stopped:
+		if cause == nil || cause.Error() != "lease lost" {
+			t.Fatalf("executor stopped with cause %v, want lease lost", cause)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("executor not stopped within 2s of a refused heartbeat")
+	}
+	time.Sleep(100 * time.Millisecond)
+	d, _ := f.client.Detail(f.ctx, job.ID)
+	if d.State != queue.StateRunning || d.Attempts[0].EndedAt != nil || d.CountedAttempts != running.CountedAttempts {
+		t.Fatalf("fenced worker wrote an outcome: %+v", d.Job)
+	}
+}
+
+func TestShutdownFinishesWithinGrace(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	stop := f.start(t, worker.Config{Lease: time.Second, Grace: 10 * time.Second})
+	job := f.submit(t, `{"steps":3,"step_ms":100}`, 5)
+	f.waitState(t, job.ID, queue.StateRunning)
+	stop()
+	d, _ := f.client.Detail(f.ctx, job.ID)
+	if d.State != queue.StateSucceeded {
+		t.Fatalf("after graceful stop the job is %s, want succeeded", d.State)
+	}
+}
+
+func TestShutdownReleasesLeasesAfterGrace(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	stop := f.start(t, worker.Config{Lease: time.Second, Grace: 200 * time.Millisecond, Concurrency: 2})
+	a := f.submit(t, `{"hang":true,"step_ms":50}`, 1)
+	b := f.submit(t, `{"hang":true,"step_ms":50}`, 1)
+	f.waitState(t, a.ID, queue.StateRunning)
+	f.waitState(t, b.ID, queue.StateRunning)
+	stop()
+	for _, id := range []int64{a.ID, b.ID} {
+		d, _ := f.client.Detail(f.ctx, id)
+		if d.State != queue.StatePending || *d.Attempts[0].Outcome != "released" || d.CountedAttempts != 0 {
+			t.Fatalf("job %d after shutdown: state %s, attempt %+v", id, d.State, d.Attempts[0])
+		}
+	}
+}
+
+func TestIdleWorkerWakesOnSubmit(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	started := make(chan time.Time, 1)
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		started <- time.Now()
+		return nil, nil
+	})
+	// A poll period far longer than the test: only a notification can
+	// wake the worker in time.
+	f.start(t, worker.Config{Lease: time.Second, Poll: time.Hour, Executor: exec})
+	time.Sleep(300 * time.Millisecond) // let it settle into idleness
+	f.submit(t, `{}`, 1)
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle worker did not pick up a new job without polling")
+	}
+}
+
+type executorFunc func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error)
+
+func (f executorFunc) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+	return f(ctx, job, r)
+}
+
+func eventTypes(d queue.JobDetail) []string {
+	var out []string
+	for _, e := range d.Events {
+		out = append(out, e.Type)
+	}
+	return out
+}
