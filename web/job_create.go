@@ -1,0 +1,135 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// headerIdempotencyKey may carry a job's idempotency key instead of the
+// body, as many HTTP clients send it.
+const headerIdempotencyKey = "Idempotency-Key"
+
+// jobCreate submits one job: 201 when new, 200 when the idempotency key
+// names the same job already, 409 when it names a different one.
+func (s *server) jobCreate(c echo.Context) error {
+	body, err := readBody(c, jobBodyLimit)
+	if err != nil {
+		return err
+	}
+	nj, err := decodeNewJob(body, "")
+	if err != nil {
+		return err
+	}
+	if key := c.Request().Header.Get(headerIdempotencyKey); key != "" {
+		switch {
+		case nj.IdempotencyKey == nil:
+			nj.IdempotencyKey = &key
+		case *nj.IdempotencyKey != key:
+			return badRequest("idempotency_key", "differs from the Idempotency-Key header; send one or make them equal")
+		}
+	}
+	job, existed, err := s.queue.Insert(c.Request().Context(), nj)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if existed {
+		status = http.StatusOK
+	}
+	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/api/v1/jobs/%d", job.ID))
+	return c.JSON(status, newJobView(job))
+}
+
+// jobRequest is queue.NewJob as it arrives over HTTP. run_at is read as a
+// string here because encoding/json's time errors do not name the field.
+type jobRequest struct {
+	queue.NewJob
+	RunAt *string `json:"run_at"`
+}
+
+// decodeNewJob decodes and checks one submitted job; prefix locates it in
+// a batch ("jobs[3].") for the field names of errors.
+func decodeNewJob(data []byte, prefix string) (queue.NewJob, error) {
+	var req jobRequest
+	if err := decodeObject(data, &req, prefix); err != nil {
+		return queue.NewJob{}, err
+	}
+	nj := req.NewJob
+	if req.RunAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
+		if err != nil {
+			return queue.NewJob{}, badRequest(prefix+"run_at", "must be an RFC 3339 time such as 2026-09-01T12:00:00Z")
+		}
+		nj.RunAt = &t
+	}
+	// queue reads a missing payload as {}; an explicit null is more likely
+	// a client bug than a wish for an empty object.
+	if bytes.Equal(nj.Payload, []byte("null")) {
+		return queue.NewJob{}, badRequest(prefix+"payload", "must be a JSON object, not null")
+	}
+	if len(nj.Payload) > 0 && len(nj.Payload) <= queue.MaxPayloadBytes {
+		if problem := checkPayload(nj.Payload); problem != "" {
+			return queue.NewJob{}, badRequest(prefix+"payload", "%s", problem)
+		}
+	}
+	return nj, nil
+}
+
+// batchRequest is the body of POST /api/v1/jobs/batch. Jobs stay raw until
+// each is decoded on its own, so that errors can name "jobs[3].priority".
+type batchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// jobBatch submits up to queue.MaxBatch jobs at once: all of them, or none
+// when one is invalid or conflicts. A batch answers 201 even when some of
+// its jobs existed already (same idempotency key and contents).
+func (s *server) jobBatch(c echo.Context) error {
+	if c.Request().Header.Get(headerIdempotencyKey) != "" {
+		return badRequest("idempotency_key", "the Idempotency-Key header applies to POST /api/v1/jobs; give each job of a batch its own idempotency_key")
+	}
+	body, err := readBody(c, batchBodyLimit)
+	if err != nil {
+		return err
+	}
+	var req batchRequest
+	if err := decodeObject(body, &req, ""); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 || len(req.Jobs) > queue.MaxBatch {
+		return badRequest("jobs", "must hold 1 to %d jobs", queue.MaxBatch)
+	}
+	njs := make([]queue.NewJob, len(req.Jobs))
+	for i, raw := range req.Jobs {
+		if njs[i], err = decodeNewJob(raw, fmt.Sprintf("jobs[%d].", i)); err != nil {
+			return err
+		}
+	}
+	jobs, err := s.queue.InsertMany(c.Request().Context(), njs)
+	if errors.Is(err, queue.ErrIdempotencyConflict) {
+		// InsertMany says which job: "jobs[3]: idempotency key …".
+		field := "idempotency_key"
+		if at, _, ok := strings.Cut(err.Error(), ":"); ok && strings.HasPrefix(at, "jobs[") {
+			field = at + ".idempotency_key"
+		}
+		return &apiError{Status: http.StatusConflict, Message: err.Error(), Field: field}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, jobsBody{Jobs: newJobViews(jobs)})
+}
+
+// jobsBody is a list of jobs.
+type jobsBody struct {
+	Jobs []jobView `json:"jobs"`
+}

@@ -1,0 +1,64 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Page sizes of GET /api/v1/jobs.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+// jobListBody is one page of jobs, newest first; NextCursor is null on the
+// last page.
+type jobListBody struct {
+	Jobs       []jobView `json:"jobs"`
+	NextCursor *int64    `json:"next_cursor"`
+}
+
+// jobList lists jobs newest first, filtered by state, kind, queue and app,
+// one keyset page at a time: cursor is the next_cursor of the page before.
+func (s *server) jobList(c echo.Context) error {
+	var f queue.Filter
+	if st := c.QueryParam("state"); st != "" {
+		f.State = queue.State(st)
+		if !f.State.Valid() {
+			return badRequest("state", "must be one of pending, running, succeeded, dead, cancelled")
+		}
+	}
+	f.Kind, f.Queue, f.App = c.QueryParam("kind"), c.QueryParam("queue"), c.QueryParam("app")
+	for _, p := range [][2]string{{"kind", f.Kind}, {"queue", f.Queue}, {"app", f.App}} {
+		if err := checkText(p[0], p[1]); err != nil {
+			return err
+		}
+	}
+	limit := int64(defaultListLimit)
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > maxListLimit {
+			// A larger page is refused rather than cut short, so a client
+			// never mistakes a capped page for the size it asked for.
+			return badRequest("limit", "must be an integer from 1 to %d", maxListLimit)
+		}
+		limit = n
+	}
+	var cursor int64
+	if v := c.QueryParam("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("cursor", "must be the next_cursor of the previous page (a positive integer)")
+		}
+		cursor = n
+	}
+	jobs, next, err := s.queue.List(c.Request().Context(), f, cursor, int(limit))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, jobListBody{Jobs: newJobViews(jobs), NextCursor: next})
+}

@@ -1,0 +1,104 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/apitoken"
+)
+
+// tokenKey is where requireToken leaves the caller's token in the context.
+const tokenKey = "leasehold.token"
+
+// logRequests logs one line per request. It never logs headers, so
+// Authorization never reaches the logs.
+func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			// Write the error response now, so the status logged is final.
+			c.Error(err)
+		}
+		req := c.Request()
+		attrs := []slog.Attr{
+			slog.String("method", req.Method),
+			slog.String("path", req.URL.Path),
+			slog.Int("status", c.Response().Status),
+			slog.Duration("duration", time.Since(start)),
+		}
+		if tok, ok := c.Get(tokenKey).(apitoken.Token); ok {
+			attrs = append(attrs, slog.String("token", tok.Name))
+		}
+		s.logger.LogAttrs(req.Context(), slog.LevelInfo, "http request", attrs...)
+		return nil
+	}
+}
+
+// recoverPanics turns a handler's panic into a logged JSON 500, so one bad
+// request cannot take the connection (or the process) down.
+func (s *server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			r := recover()
+			if r == nil {
+				return
+			}
+			if r == http.ErrAbortHandler {
+				panic(r) // net/http's way to abort a response on purpose
+			}
+			s.logger.Error("panic serving request", "method", c.Request().Method, "path", c.Request().URL.Path,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = errPanicked
+		}()
+		return next(c)
+	}
+}
+
+// requireToken lets a request through only with an active bearer token of
+// role: 401 without a valid one, 403 with one of another role.
+func (s *server) requireToken(role apitoken.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			secret, ok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+			if !ok {
+				return &apiError{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer TOKEN"}
+			}
+			tok, err := s.tokens.Authenticate(c.Request().Context(), secret)
+			if errors.Is(err, apitoken.ErrInvalid) {
+				return &apiError{Status: http.StatusUnauthorized, Message: "invalid or revoked token"}
+			}
+			if err != nil {
+				return fmt.Errorf("authenticating: %w", err)
+			}
+			if tok.Role != role {
+				return &apiError{Status: http.StatusForbidden, Message: fmt.Sprintf("a %s token cannot use this endpoint; it needs a %s token", tok.Role, role)}
+			}
+			c.Set(tokenKey, tok)
+			return next(c)
+		}
+	}
+}
+
+// bearer extracts the token of an "Authorization: Bearer TOKEN" header;
+// the scheme is case-insensitive (RFC 9110).
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// actor names the caller in the events of the jobs it changes.
+func actor(c echo.Context) string {
+	tok, _ := c.Get(tokenKey).(apitoken.Token)
+	return "token:" + tok.Name
+}

@@ -1,0 +1,70 @@
+// Package web is Leasehold's HTTP interface: the JSON API for jobs, stats,
+// health probes and Prometheus metrics. Handlers translate between HTTP and
+// the queue package, which alone changes job state.
+package web
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Config is what the HTTP server needs.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Queue  *queue.Client
+	Tokens *apitoken.Store
+	Logger *slog.Logger
+	// ArtifactsDir is where screenshots are stored; /health/ready checks
+	// that it is writable.
+	ArtifactsDir string
+	// Metrics is shared with the server's reaper; nil makes a new one.
+	Metrics *Metrics
+}
+
+// server holds the dependencies of every handler.
+type server struct {
+	pool         *pgxpool.Pool
+	queue        *queue.Client
+	tokens       *apitoken.Store
+	logger       *slog.Logger
+	artifactsDir string
+	metrics      *Metrics
+	// versionCheck lets one schema-version check run at a time: the check
+	// waits on golang-migrate's lock, and piled-up probes would hold pool
+	// connections while a migration runs.
+	versionCheck chan struct{}
+}
+
+// New returns the HTTP handler of Leasehold, with every route of routes.go.
+func New(cfg Config) *echo.Echo {
+	s := &server{
+		pool:         cfg.Pool,
+		queue:        cfg.Queue,
+		tokens:       cfg.Tokens,
+		logger:       cmp.Or(cfg.Logger, slog.Default()),
+		artifactsDir: cfg.ArtifactsDir,
+		metrics:      cfg.Metrics,
+		versionCheck: make(chan struct{}, 1),
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(cfg.Queue)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	// Used when the caller starts the server with e.Start: slow clients
+	// must not hold connections open forever.
+	e.Server.ReadHeaderTimeout = 10 * time.Second
+	e.Server.IdleTimeout = 2 * time.Minute
+	e.HTTPErrorHandler = s.handleError
+	// Logging wraps recovery, so a panic is logged with its 500.
+	e.Use(s.logRequests, s.recoverPanics)
+	s.routes(e)
+	return e
+}

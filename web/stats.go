@@ -1,0 +1,42 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// workerWindow is how recently a worker must have been seen to be listed.
+const workerWindow = 5 * time.Minute
+
+// statsBody is GET /api/v1/stats: jobs per state (every state, even at 0)
+// and the workers seen lately.
+type statsBody struct {
+	Jobs    map[queue.State]int64 `json:"jobs"`
+	Workers []workerView          `json:"workers"`
+}
+
+// stats answers the current counts, read from the trigger-maintained
+// counters rather than by counting jobs.
+func (s *server) stats(c echo.Context) error {
+	ctx := c.Request().Context()
+	counts, err := s.queue.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	workers, err := s.queue.Workers(ctx, workerWindow)
+	if err != nil {
+		return err
+	}
+	body := statsBody{Jobs: make(map[queue.State]int64, len(queue.States)), Workers: make([]workerView, len(workers))}
+	for _, st := range queue.States {
+		body.Jobs[st] = counts.Jobs[st]
+	}
+	for i, w := range workers {
+		body.Workers[i] = workerView{ID: w.ID, LastSeen: apiTime(w.LastSeen), Device: w.Device, Queues: w.Queues, Running: w.Running}
+	}
+	return c.JSON(http.StatusOK, body)
+}

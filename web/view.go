@@ -1,0 +1,137 @@
+package web
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// apiTime is a time as the API shows it: RFC 3339 in UTC with a fixed six
+// fractional digits (PostgreSQL's precision), so that clients never see
+// the fraction vanish when it happens to be zero.
+type apiTime time.Time
+
+const apiTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t apiTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format(apiTimeLayout) + `"`), nil
+}
+
+func apiTimePtr(t *time.Time) *apiTime {
+	if t == nil {
+		return nil
+	}
+	v := apiTime(*t)
+	return &v
+}
+
+// jobView is a job as the API shows it; the names are SPEC's.
+type jobView struct {
+	ID              int64           `json:"id"`
+	Kind            string          `json:"kind"`
+	Queue           string          `json:"queue"`
+	Priority        int32           `json:"priority"`
+	Payload         json.RawMessage `json:"payload"`
+	State           queue.State     `json:"state"`
+	Attempt         int32           `json:"attempt"`
+	MaxAttempts     int32           `json:"max_attempts"`
+	CountedAttempts int32           `json:"counted_attempts"`
+	RunAt           apiTime         `json:"run_at"`
+	LeaseOwner      *string         `json:"lease_owner"`
+	LeaseUntil      *apiTime        `json:"lease_until"`
+	LeaseToken      int64           `json:"lease_token"`
+	LeaseMs         int32           `json:"lease_ms"`
+	HeartbeatAt     *apiTime        `json:"heartbeat_at"`
+	TimeoutMs       *int32          `json:"timeout_ms"`
+	CancelRequested bool            `json:"cancel_requested"`
+	IdempotencyKey  *string         `json:"idempotency_key"`
+	BackoffBaseMs   int32           `json:"backoff_base_ms"`
+	BackoffMaxMs    int32           `json:"backoff_max_ms"`
+	LastError       *string         `json:"last_error"`
+	Result          json.RawMessage `json:"result"`
+	CreatedAt       apiTime         `json:"created_at"`
+	FinishedAt      *apiTime        `json:"finished_at"`
+}
+
+func newJobView(j queue.Job) jobView {
+	return jobView{
+		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Payload: j.Payload,
+		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
+		RunAt: apiTime(j.RunAt), LeaseOwner: j.LeaseOwner, LeaseUntil: apiTimePtr(j.LeaseUntil),
+		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: apiTimePtr(j.HeartbeatAt),
+		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
+		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
+		Result: j.Result, CreatedAt: apiTime(j.CreatedAt), FinishedAt: apiTimePtr(j.FinishedAt),
+	}
+}
+
+func newJobViews(jobs []queue.Job) []jobView {
+	views := make([]jobView, len(jobs))
+	for i, j := range jobs {
+		views[i] = newJobView(j)
+	}
+	return views
+}
+
+// attemptView is one attempt of a job.
+type attemptView struct {
+	Number      int32    `json:"number"`
+	WorkerID    string   `json:"worker_id"`
+	LeaseToken  int64    `json:"lease_token"`
+	StartedAt   apiTime  `json:"started_at"`
+	HeartbeatAt *apiTime `json:"heartbeat_at"`
+	LeaseUntil  *apiTime `json:"lease_until"`
+	EndedAt     *apiTime `json:"ended_at"`
+	Outcome     *string  `json:"outcome"`
+	Error       *string  `json:"error"`
+}
+
+// eventView is one entry of a job's timeline.
+type eventView struct {
+	At      apiTime         `json:"at"`
+	Type    string          `json:"type"`
+	Attempt *int32          `json:"attempt"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+// jobDetailView is a job with its history. Artifacts and effects stay
+// empty lists until the queue records them.
+type jobDetailView struct {
+	jobView
+	Attempts  []attemptView `json:"attempts"`
+	Artifacts []struct{}    `json:"artifacts"`
+	Events    []eventView   `json:"events"`
+	Effects   []struct{}    `json:"effects"`
+}
+
+func newJobDetailView(d queue.JobDetail) jobDetailView {
+	v := jobDetailView{
+		jobView:   newJobView(d.Job),
+		Attempts:  make([]attemptView, len(d.Attempts)),
+		Artifacts: append([]struct{}{}, d.Artifacts...),
+		Events:    make([]eventView, len(d.Events)),
+		Effects:   append([]struct{}{}, d.Effects...),
+	}
+	for i, a := range d.Attempts {
+		v.Attempts[i] = attemptView{
+			Number: a.Number, WorkerID: a.WorkerID, LeaseToken: a.LeaseToken, StartedAt: apiTime(a.StartedAt),
+			HeartbeatAt: apiTimePtr(a.HeartbeatAt), LeaseUntil: apiTimePtr(a.LeaseUntil),
+			EndedAt: apiTimePtr(a.EndedAt), Outcome: a.Outcome, Error: a.Error,
+		}
+	}
+	for i, e := range d.Events {
+		v.Events[i] = eventView{At: apiTime(e.At), Type: e.Type, Attempt: e.Attempt, Detail: e.Detail}
+	}
+	return v
+}
+
+// workerView is a worker as /api/v1/stats shows it.
+type workerView struct {
+	ID       string   `json:"id"`
+	LastSeen apiTime  `json:"last_seen"`
+	Device   *string  `json:"device"`
+	Queues   []string `json:"queues"`
+	Running  int64    `json:"running"`
+}
