@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// SignalContext ends the context at the first SIGTERM or SIGINT, for a
+// graceful shutdown, and exits the process at the second.
+func SignalContext(logger *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-sigs
+		logger.Info("signal: shutting down gracefully (send again to exit at once)", "signal", sig.String())
+		cancel()
+		sig = <-sigs
+		logger.Warn("second signal: exiting at once", "signal", sig.String())
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
+}
+
+// NewLogger returns a logger to stderr in format "text" or "json".
+func NewLogger(format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+// SplitList splits a comma-separated flag value, dropping empty parts.
+func SplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

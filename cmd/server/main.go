@@ -1,0 +1,207 @@
+// Command server runs Leasehold: the JSON API, health and metrics, and the
+// reaper that takes back expired leases. Subcommands manage the schema and
+// API tokens.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/cmd/internal/cli"
+	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/db/pgcluster"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web"
+)
+
+const usage = `usage:
+  server [flags]                                   run the server
+  server migrate up|down|version                   manage the schema (down is one step)
+  server token create --role admin|worker --name NAME
+  server token list
+  server token revoke NAME
+
+The database is $DATABASE_URL; when it is unset, a private PostgreSQL
+cluster in ./.leasehold/pg. Every flag can also be set as LEASEHOLD_<FLAG>.`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "migrate":
+			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return migrateCmd(pool, args[1:]) })
+		case "token":
+			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return tokenCmd(ctx, pool, args[1:]) })
+		case "help", "-h", "--help":
+			fmt.Println(usage)
+			return nil
+		}
+	}
+	return serve(args)
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
+	var (
+		addr      = fs.String("addr", "127.0.0.1:8080", "listen address")
+		migrate   = fs.Bool("migrate", true, "apply migrations at start")
+		artifacts = fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
+		logFormat = fs.String("log-format", "text", "log format: text or json")
+		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
+	)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	logger := cli.NewLogger(*logFormat)
+	ctx, stop := cli.SignalContext(logger)
+	defer stop()
+
+	pool, closeDB, err := openDatabase(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if *migrate {
+		if err := db.Migrate(pool); err != nil {
+			return err
+		}
+	}
+	tokens := apitoken.NewStore(pool)
+	if secret := os.Getenv("LEASEHOLD_API_TOKEN"); secret != "" {
+		if err := tokens.Ensure(ctx, "env", apitoken.RoleAdmin, secret); err != nil {
+			return fmt.Errorf("registering LEASEHOLD_API_TOKEN: %w", err)
+		}
+	}
+	if err := os.MkdirAll(*artifacts, 0o750); err != nil {
+		return fmt.Errorf("creating artifact storage: %w", err)
+	}
+
+	client := queue.NewClient(pool, logger)
+	if *demo {
+		if err := submitDemo(ctx, client); err != nil {
+			return err
+		}
+	}
+	metrics := web.NewMetrics(client)
+	reaper := queue.NewReaper(pool, queue.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap})
+	reaperDone := make(chan struct{})
+	go func() { _ = reaper.Run(ctx); close(reaperDone) }()
+
+	handler := web.New(web.Config{
+		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	logger.Info("server listening", "addr", "http://"+ln.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("shutting down HTTP", "err", err)
+	}
+	<-reaperDone
+	logger.Info("server stopped")
+	return nil
+}
+
+// openDatabase connects to $DATABASE_URL, or starts the private cluster,
+// and waits until the target database answers.
+func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func(), error) {
+	url := os.Getenv("DATABASE_URL")
+	stopCluster := func() {}
+	if url == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("no DATABASE_URL, and the private cluster could not start: %w", err)
+		}
+		logger.Info("using the private PostgreSQL cluster", "url", cluster.URL("leasehold"))
+		url = cluster.URL("leasehold")
+		stopCluster = func() {
+			if err := cluster.Stop(context.Background()); err != nil {
+				logger.Warn("stopping private cluster", "err", err)
+			}
+		}
+	}
+	pool, err := db.Open(ctx, db.PoolConfig{URL: url, AppName: "leasehold-server", MaxConns: 32, Logger: logger})
+	if err != nil {
+		stopCluster()
+		return nil, nil, err
+	}
+	return pool, func() { pool.Close(); stopCluster() }, nil
+}
+
+func withDatabase(fn func(context.Context, *pgxpool.Pool) error) error {
+	logger := cli.NewLogger("text")
+	ctx, stop := cli.SignalContext(logger)
+	defer stop()
+	pool, closeDB, err := openDatabase(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	return fn(ctx, pool)
+}
+
+func migrateCmd(pool *pgxpool.Pool, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: server migrate up|down|version")
+	}
+	mg, err := db.NewMigrator(pool)
+	if err != nil {
+		return err
+	}
+	defer mg.Close()
+	switch args[0] {
+	case "up":
+		err = mg.Up()
+	case "down":
+		err = mg.Down()
+	case "version":
+	default:
+		return fmt.Errorf("unknown migrate command %q: want up, down or version", args[0])
+	}
+	if err != nil {
+		return err
+	}
+	v, dirty, err := mg.Version()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("version %d (expected %d)", v, db.SchemaVersion)
+	if dirty {
+		fmt.Print(", dirty: a migration failed half-way; fix it by hand")
+	}
+	fmt.Println()
+	return nil
+}

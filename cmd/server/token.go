@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/apitoken"
+)
+
+func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
+	store := apitoken.NewStore(pool)
+	if len(args) == 0 {
+		return errors.New("usage: server token create|list|revoke")
+	}
+	switch args[0] {
+	case "create":
+		fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+		role := fs.String("role", "", "admin or worker")
+		name := fs.String("name", "", "the token's name (a worker's identity)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *role != string(apitoken.RoleAdmin) && *role != string(apitoken.RoleWorker) {
+			return fmt.Errorf("--role %q: want admin or worker", *role)
+		}
+		secret, tok, err := store.Create(ctx, *name, apitoken.Role(*role))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("created %s token %q; it is shown this once and stored only as a hash:\n", tok.Role, tok.Name)
+		fmt.Println(secret)
+		return nil
+	case "list":
+		toks, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tLAST USED\tREVOKED")
+		for _, t := range toks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), orDash(t.LastUsedAt), orDash(t.RevokedAt))
+		}
+		return tw.Flush()
+	case "revoke":
+		if len(args) != 2 {
+			return errors.New("usage: server token revoke NAME")
+		}
+		if err := store.Revoke(ctx, args[1]); err != nil {
+			return err
+		}
+		fmt.Printf("revoked %q\n", args[1])
+		return nil
+	default:
+		return fmt.Errorf("unknown token command %q: want create, list or revoke", args[0])
+	}
+}
+
+func orDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}

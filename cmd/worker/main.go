@@ -1,0 +1,97 @@
+// Command worker claims Leasehold jobs and runs an executor for each,
+// renewing its leases by heartbeat and fencing itself when it loses one.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/leasehold/leasehold/cmd/internal/cli"
+	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/db/pgcluster"
+	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/worker"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var (
+		id          = fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker identity")
+		queues      = fs.String("queues", "default", "comma-separated queues to take jobs from")
+		device      = fs.String("device", "", "comma-separated labels of this worker's device (jobs naming a device go only to a matching worker)")
+		concurrency = fs.Int("concurrency", 1, "jobs held at once")
+		lease       = fs.Duration("lease", 30*time.Second, "lease duration of each claim (100ms to 1h)")
+		heartbeat   = fs.Duration("heartbeat", 0, "heartbeat interval (default lease/3)")
+		execName    = fs.String("executor", "sim", "executor: sim, exec or noop")
+		execCmd     = fs.String("exec", "", "command for the exec executor")
+		databaseURL = fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL; unset: the private cluster in ./.leasehold/pg)")
+		serverURL   = fs.String("server-url", "", "Leasehold server URL, to work through its worker API instead of PostgreSQL")
+		token       = fs.String("token", "", "worker token for --server-url")
+		artifacts   = fs.String("artifacts", "./.leasehold/artifacts", "where screenshots are stored")
+		grace       = fs.Duration("grace", 30*time.Second, "how long running jobs may finish after SIGTERM before their leases are released")
+		poll        = fs.Duration("poll", time.Second, "fallback claim period when no notification arrives")
+		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
+		logFormat   = fs.String("log-format", "text", "log format: text or json")
+	)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	_ = artifacts // screenshots arrive with the artifact store
+	logger := cli.NewLogger(*logFormat)
+
+	switch {
+	case *serverURL != "" || *token != "":
+		return errors.New("--server-url/--token: the remote worker API is not built yet; use --database-url")
+	case *execName == "exec" || *execCmd != "":
+		return errors.New("--executor exec is not built yet; use sim or noop")
+	}
+	exec, err := executor.New(*execName)
+	if err != nil {
+		return err
+	}
+	if *lease < 100*time.Millisecond || *lease > time.Hour {
+		return fmt.Errorf("--lease %v: must be between 100ms and 1h", *lease)
+	}
+	if *heartbeat < 0 || *heartbeat >= *lease {
+		return fmt.Errorf("--heartbeat %v: must be shorter than --lease %v", *heartbeat, *lease)
+	}
+
+	ctx, stop := cli.SignalContext(logger)
+	defer stop()
+
+	url := *databaseURL
+	if url == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger})
+		if err != nil {
+			return fmt.Errorf("no DATABASE_URL, and the private cluster could not start: %w", err)
+		}
+		defer cluster.Stop(context.Background())
+		url = cluster.URL("leasehold")
+	}
+	pool, err := db.Open(ctx, db.PoolConfig{
+		URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency*2 + 4), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	w := worker.New(pool, worker.Config{
+		ID: *id, Queues: cli.SplitList(*queues), Devices: cli.SplitList(*device), Concurrency: *concurrency,
+		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
+		Executor: exec, Logger: logger,
+	})
+	return w.Run(ctx)
+}

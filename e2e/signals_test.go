@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func (e *env) submit(payload map[string]any) int64 {
+	e.t.Helper()
+	var job struct{ ID int64 }
+	body := map[string]any{"kind": "app_investigation", "backoff_base_ms": 0, "payload": payload}
+	if code := e.api("POST", "/api/v1/jobs", body, &job); code != 201 {
+		e.t.Fatalf("submit: HTTP %d", code)
+	}
+	return job.ID
+}
+
+// A worker frozen past its lease loses the job to another worker; woken,
+// it writes nothing for the lost attempt and goes on working.
+func TestFrozenWorkerIsFencedAndCarriesOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startServer()
+	args := []string{"--lease", "2s", "--heartbeat", "400ms"}
+	a := e.startWorker("worker-a", args...)
+	id := e.submit(map[string]any{"app": "com.example.notes", "sim": map[string]any{"steps": 3, "step_ms": 700}})
+	e.eventually("worker A runs the job", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running' AND lease_owner = 'worker-a'", id) == 1
+	})
+	a.signal(t, syscall.SIGSTOP)
+	b := e.startWorker("worker-b", args...)
+	e.eventually("worker B finishes the job", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", id) == 1
+	})
+	a.signal(t, syscall.SIGCONT)
+	time.Sleep(2 * time.Second) // A's timers all fire now
+
+	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'succeeded'", id); n != 1 {
+		t.Fatalf("%d successful attempts, want exactly 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'succeeded' AND worker_id = 'worker-b'
+		AND lease_token = (SELECT lease_token FROM jobs WHERE id = $1)`, id); n != 1 {
+		t.Fatal("the successful attempt is not the new holder's")
+	}
+	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
+		t.Fatal("worker A's attempt did not end lease_expired")
+	}
+	if !a.alive() {
+		t.Fatal("worker A exited after being woken")
+	}
+	// B leaves; A takes the next job.
+	b.signal(t, syscall.SIGTERM)
+	if err := b.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("worker B exit: %v", err)
+	}
+	next := e.submit(map[string]any{"app": "com.example.next", "sim": map[string]any{"steps": 1, "step_ms": 10}})
+	e.eventually("worker A runs the next job", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND lease_owner = 'worker-a'", next) == 1
+	})
+}
+
+func TestSigtermReleasesLeases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.spawn("worker w", []string{"--id", "w", "--lease", "5s", "--grace", "300ms", "--concurrency", "2"})
+	// No server: jobs are submitted straight into the database.
+	var ids [2]int64
+	for i := range ids {
+		if err := e.pool.QueryRow(e.ctx, `INSERT INTO jobs (kind, payload) VALUES ('app_investigation',
+			'{"app":"com.example.notes","sim":{"hang":true,"step_ms":50}}') RETURNING id`).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.eventually("both jobs running", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE state = 'running'") == 2
+	})
+	w.signal(t, syscall.SIGTERM)
+	if err := w.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("worker exit after SIGTERM: %v, want status 0", err)
+	}
+	if n := e.count(`SELECT count(*) FROM jobs j JOIN attempts a ON a.job_id = j.id
+		WHERE j.state = 'pending' AND j.counted_attempts = 0 AND a.outcome = 'released'`); n != 2 {
+		t.Fatalf("%d jobs released, want 2", n)
+	}
+}
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.spawn("worker w", []string{"--id", "w", "--lease", "5s", "--grace", "1m"})
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO jobs (kind, payload) VALUES ('app_investigation',
+		'{"app":"com.example.notes","sim":{"hang":true,"step_ms":50}}')`); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("job running", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE state = 'running'") == 1
+	})
+	w.signal(t, syscall.SIGTERM)
+	time.Sleep(200 * time.Millisecond)
+	w.signal(t, syscall.SIGTERM)
+	err := w.wait(t, 3*time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit after a second signal: %v, want status 1", err)
+	}
+}
