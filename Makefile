@@ -15,7 +15,7 @@ build:
 run: build
 	@trap 'kill 0' EXIT; \
 	LEASEHOLD_ADDR=$(ADDR) bin/server --demo & \
-	until (exec 3<>/dev/tcp/$(subst :, ,$(ADDR))) 2>/dev/null; do sleep 0.3; done; \
+	until (exec 3<>/dev/tcp/$(subst :,/,$(ADDR))) 2>/dev/null; do sleep 0.3; done; \
 	echo; echo "Leasehold is up at http://$(ADDR)  (API token: $$LEASEHOLD_API_TOKEN)"; \
 	echo "  curl -H 'Authorization: Bearer $$LEASEHOLD_API_TOKEN' http://$(ADDR)/api/v1/stats"; echo; \
 	bin/worker --id sim-worker --concurrency 4 --lease 10s & \

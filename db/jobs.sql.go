@@ -19,6 +19,7 @@ WITH target AS MATERIALIZED (
       AND ($2::text IS NULL OR kind = $2)
       AND ($3::text IS NULL OR queue = $3)
       AND ($4::job_state IS NULL OR state = $4)
+    ORDER BY id
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j
@@ -351,6 +352,115 @@ func (q *Queries) JobComplete(ctx context.Context, arg JobCompleteParams) (JobCo
 		&i.FinishedAt,
 	)
 	return i, err
+}
+
+const jobCompleteMany = `-- name: JobCompleteMany :many
+WITH input AS (
+    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result
+    FROM jsonb_array_elements($1::jsonb) e
+), locked AS MATERIALIZED (
+    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id AND i.lease_token = j.lease_token
+    WHERE j.state = 'running' AND j.lease_until > now()
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE jobs j
+    SET state = 'succeeded', result = i.result, finished_at = now()
+    FROM locked l JOIN input i ON i.id = l.id
+    WHERE j.id = l.id AND j.lease_token = i.lease_token AND j.state = 'running' AND j.lease_until > now()
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
+    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
+    FROM done
+)
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM done
+`
+
+type JobCompleteManyRow struct {
+	ID               int64
+	Kind             string
+	Queue            string
+	Priority         int32
+	Payload          json.RawMessage
+	App              *string
+	Device           *string
+	State            JobState
+	Attempt          int32
+	MaxAttempts      int32
+	CountedAttempts  int32
+	RunAt            time.Time
+	LeaseOwner       *string
+	LeaseUntil       *time.Time
+	LeaseToken       int64
+	LeaseMs          int32
+	HeartbeatAt      *time.Time
+	AttemptStartedAt *time.Time
+	TimeoutMs        *int32
+	CancelRequested  bool
+	IdempotencyKey   *string
+	BackoffBaseMs    int32
+	BackoffMaxMs     int32
+	LastError        *string
+	Result           json.RawMessage
+	CreatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+// Completes a batch given as a JSON array of {id, lease_token, result},
+// each fenced exactly as JobComplete; the rows whose lease is not current
+// are left alone and missing from the result. Rows are locked in id order,
+// as bulk cancel and retry lock them, so batches cannot deadlock them.
+func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
+	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobCompleteManyRow
+	for rows.Next() {
+		var i JobCompleteManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.Payload,
+			&i.App,
+			&i.Device,
+			&i.State,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.CountedAttempts,
+			&i.RunAt,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.LeaseToken,
+			&i.LeaseMs,
+			&i.HeartbeatAt,
+			&i.AttemptStartedAt,
+			&i.TimeoutMs,
+			&i.CancelRequested,
+			&i.IdempotencyKey,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.LastError,
+			&i.Result,
+			&i.CreatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobCounts = `-- name: JobCounts :one
@@ -982,7 +1092,7 @@ WITH expired AS MATERIALIZED (
     FROM reaped
 ), counted AS (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
-    WHERE shard = pg_backend_pid() % 16 AND EXISTS (SELECT 1 FROM reaped)
+    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
 )
 SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped
 `
@@ -1031,6 +1141,7 @@ WITH target AS MATERIALIZED (
       AND ($2::text IS NULL OR kind = $2)
       AND ($3::text IS NULL OR queue = $3)
       AND ($4::job_state IS NULL OR state = $4)
+    ORDER BY id
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j

@@ -101,7 +101,7 @@ CREATE TABLE api_tokens (
 );
 
 -- Exact counts per state without COUNT(*) over jobs: triggers add each
--- change to one of 16 rows, picked by the
+-- change to one of 64 rows, picked by the
 -- backend, so concurrent writers rarely wait on the same row. Each row
 -- holds every column, so a change locks one row, and one backend always
 -- picks the same row. The *_total columns only grow (for /metrics).
@@ -117,7 +117,7 @@ CREATE TABLE job_counts (
     expired_total   bigint NOT NULL DEFAULT 0,
     refused_total   bigint NOT NULL DEFAULT 0
 );
-INSERT INTO job_counts (shard) SELECT generate_series(0, 15);
+INSERT INTO job_counts (shard) SELECT generate_series(0, 63);
 
 CREATE FUNCTION job_counts_apply(d_pending bigint, d_running bigint, d_succeeded bigint,
                                  d_dead bigint, d_cancelled bigint, d_claims bigint,
@@ -131,7 +131,7 @@ RETURNS void LANGUAGE sql AS $$
            cancelled = cancelled + d_cancelled,
            claims_total = claims_total + d_claims,
            completions_total = completions_total + d_completions
-     WHERE shard = pg_backend_pid() % 16
+     WHERE shard = pg_backend_pid() % 64
 $$;
 
 CREATE FUNCTION jobs_count_insert() RETURNS trigger LANGUAGE plpgsql AS $$

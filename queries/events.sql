@@ -18,7 +18,7 @@ WITH j AS (
     FROM j
 ), counted AS (
     UPDATE job_counts SET refused_total = refused_total + 1
-    WHERE shard = pg_backend_pid() % 16 AND EXISTS (SELECT 1 FROM j)
+    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM j)
 )
 SELECT EXISTS (SELECT 1 FROM j) AS found;
 

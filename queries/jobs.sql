@@ -131,6 +131,36 @@ WITH done AS (
 )
 SELECT * FROM done;
 
+-- name: JobCompleteMany :many
+-- Completes a batch given as a JSON array of {id, lease_token, result},
+-- each fenced exactly as JobComplete; the rows whose lease is not current
+-- are left alone and missing from the result. Rows are locked in id order,
+-- as bulk cancel and retry lock them, so batches cannot deadlock them.
+WITH input AS (
+    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result
+    FROM jsonb_array_elements(@completions::jsonb) e
+), locked AS MATERIALIZED (
+    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id AND i.lease_token = j.lease_token
+    WHERE j.state = 'running' AND j.lease_until > now()
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE jobs j
+    SET state = 'succeeded', result = i.result, finished_at = now()
+    FROM locked l JOIN input i ON i.id = l.id
+    WHERE j.id = l.id AND j.lease_token = i.lease_token AND j.state = 'running' AND j.lease_until > now()
+    RETURNING j.*
+), att AS (
+    UPDATE attempts a
+    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
+    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
+), ev AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
+    FROM done
+)
+SELECT * FROM done;
+
 -- name: JobFail :one
 -- Ends the attempt as failed. The job retries after
 -- min(max, base·2^(n-1)·j), n counting this attempt, j uniform in
@@ -228,7 +258,7 @@ WITH expired AS MATERIALIZED (
     FROM reaped
 ), counted AS (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
-    WHERE shard = pg_backend_pid() % 16 AND EXISTS (SELECT 1 FROM reaped)
+    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
 )
 SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped;
 
@@ -248,6 +278,7 @@ WITH target AS MATERIALIZED (
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+    ORDER BY id
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j
@@ -275,6 +306,7 @@ WITH target AS MATERIALIZED (
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+    ORDER BY id
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j

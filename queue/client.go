@@ -260,8 +260,8 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claiming jobs: %w", err)
 	}
-	if len(rows) > 0 {
-		// A new lease may end before the deadline the reaper sleeps to.
+	if len(rows) > 0 && lease < reaperMaxSleep {
+		// This lease may end before the reaper next wakes up.
 		if err := c.q.LeaseNotify(ctx); err != nil {
 			c.logger.Warn("waking reaper", "err", err)
 		}

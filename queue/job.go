@@ -132,7 +132,7 @@ func jobFromRow(r db.Job) Job {
 // job: sqlc emits one per query, all with the fields of db.Job.
 type jobRow interface {
 	db.Job | db.JobInsertRow | db.JobInsertManyRow | db.JobClaimRow | db.JobCompleteRow |
-		db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
+		db.JobCompleteManyRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
 }
 
 func toJob[R jobRow](r R) Job { return jobFromRow(db.Job(r)) }

@@ -723,3 +723,42 @@ func ids(jobs []queue.Job) []int64 {
 	}
 	return out
 }
+
+func TestCompleteManyFencesEachJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	for range 3 {
+		f.insert(t, jobOpts{})
+	}
+	jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: "w", Queues: []string{"default"}, Limit: 3, Lease: time.Minute})
+	if err != nil || len(jobs) != 3 {
+		t.Fatalf("claim: %v %d", err, len(jobs))
+	}
+	stale := leaseOf(jobs[1])
+	stale.Token-- // a token this job never had as current
+	errs, err := f.client.CompleteMany(f.ctx, []queue.Completion{
+		{Lease: leaseOf(jobs[0]), Result: json.RawMessage(`{"n":0}`)},
+		{Lease: stale, Result: json.RawMessage(`{"n":1}`)},
+		{Lease: leaseOf(jobs[2])},
+		{Lease: queue.Lease{JobID: 999999, Token: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], queue.ErrLeaseLost) || errs[2] != nil || !errors.Is(errs[3], queue.ErrNotFound) {
+		t.Fatalf("per-completion errors %v", errs)
+	}
+	for i, want := range []queue.State{queue.StateSucceeded, queue.StateRunning, queue.StateSucceeded} {
+		got, _ := f.client.Get(f.ctx, jobs[i].ID)
+		if got.State != want {
+			t.Fatalf("job %d is %s, want %s", i, got.State, want)
+		}
+	}
+	if got, _ := f.client.Get(f.ctx, jobs[0].ID); string(got.Result) != `{"n": 0}` {
+		t.Fatalf("result %s", got.Result)
+	}
+	counts, _ := f.client.Counts(f.ctx)
+	if counts.Completions != 2 || counts.Refused != 1 {
+		t.Fatalf("counts %+v", counts)
+	}
+}

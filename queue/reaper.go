@@ -23,6 +23,13 @@ const reaperLockKey = 0x4c45415345484f4c
 // reapBatch bounds one reclaim statement; more are run until none is left.
 const reapBatch = 1000
 
+// reaperMaxSleep bounds the reaper's wait between two looks at the
+// deadlines. A new lease that ends after it cannot be missed, so only
+// claims with a shorter lease wake the reaper (see Client.Claim); and a
+// frozen reaper's idle session is ended by idle_session_timeout, so its
+// lock passes on.
+const reaperMaxSleep = time.Second
+
 // Reaped is one job taken back from an expired lease.
 type Reaped struct {
 	JobID      int64
@@ -37,10 +44,6 @@ type ReaperConfig struct {
 	Logger *slog.Logger
 	// OnReap is called for every reclaimed job (metrics).
 	OnReap func(Reaped)
-	// MaxSleep bounds the wait between two looks at the deadlines, so a
-	// frozen reaper's idle session is ended by idle_session_timeout and its
-	// lock passes on. Default 1s.
-	MaxSleep time.Duration
 	// Slack is added to each deadline so that the database clock has
 	// surely passed it when the reaper wakes. Default 1ms.
 	Slack time.Duration
@@ -50,8 +53,8 @@ type ReaperConfig struct {
 // Every server and direct worker runs one; an advisory lock keeps one
 // active and the others on standby, so reclaiming goes on as long as any
 // of them lives. The active one sleeps until the earliest lease deadline
-// (by the database clock), and is woken early by LISTEN when a new lease
-// is made.
+// (by the database clock), at most reaperMaxSleep, and is woken early by
+// LISTEN when a lease shorter than that is made.
 type Reaper struct {
 	pool   *pgxpool.Pool
 	client *Client
@@ -63,9 +66,6 @@ type Reaper struct {
 func NewReaper(pool *pgxpool.Pool, cfg ReaperConfig) *Reaper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.MaxSleep <= 0 {
-		cfg.MaxSleep = time.Second
 	}
 	if cfg.Slack <= 0 {
 		cfg.Slack = time.Millisecond
@@ -100,7 +100,7 @@ func (r *Reaper) session(ctx context.Context) error {
 	// A reaper that freezes (SIGSTOP, a hung VM) would keep the lock while
 	// reaping nothing; the server ends its idle session and the lock
 	// passes to a standby.
-	cfg.RuntimeParams["idle_session_timeout"] = fmt.Sprint((5 * r.cfg.MaxSleep).Milliseconds())
+	cfg.RuntimeParams["idle_session_timeout"] = fmt.Sprint((5 * reaperMaxSleep).Milliseconds())
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connecting reaper: %w", err)
@@ -124,7 +124,7 @@ func (r *Reaper) session(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading next deadline: %w", err)
 		}
-		wait := r.cfg.MaxSleep
+		wait := reaperMaxSleep
 		if !math.IsInf(waitMs, 1) {
 			wait = min(wait, time.Duration(waitMs*float64(time.Millisecond))+r.cfg.Slack)
 		}

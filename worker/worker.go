@@ -39,10 +39,11 @@ type Config struct {
 
 // Worker claims and runs jobs straight from PostgreSQL.
 type Worker struct {
-	pool   *pgxpool.Pool
-	client *queue.Client
-	cfg    Config
-	log    *slog.Logger
+	pool      *pgxpool.Pool
+	client    *queue.Client
+	completer *completer
+	cfg       Config
+	log       *slog.Logger
 }
 
 // New returns a Worker on pool.
@@ -57,7 +58,8 @@ func New(pool *pgxpool.Pool, cfg Config) *Worker {
 	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	log := cfg.Logger.With("worker", cfg.ID)
-	return &Worker{pool: pool, client: queue.NewClient(pool, log), cfg: cfg, log: log}
+	client := queue.NewClient(pool, log)
+	return &Worker{pool: pool, client: client, completer: newCompleter(client, cfg.Concurrency, log), cfg: cfg, log: log}
 }
 
 // Errors that say why a job's executor was stopped.
@@ -82,6 +84,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	bgWG.Go(func() { w.listen(bg, wake) })
 	bgWG.Go(func() { w.presence(bg) })
+	bgWG.Go(func() { w.completer.run(bg) })
 	if w.cfg.Reaper {
 		reaper := queue.NewReaper(w.pool, queue.ReaperConfig{Logger: w.log})
 		bgWG.Go(func() { _ = reaper.Run(bg) })
@@ -121,6 +124,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-poll.C:
 		case <-done:
 			inflight--
+		}
+		// Claim for every slot freed meanwhile in one statement.
+		for drained := false; !drained; {
+			select {
+			case <-done:
+				inflight--
+			default:
+				drained = true
+			}
 		}
 	}
 
@@ -171,7 +183,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time
 		log.Warn("job stopped: lease lost; writing nothing")
 		return
 	case err == nil:
-		_, werr = w.client.Complete(ctx, lease, result)
+		werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result})
 		log.Info("job succeeded", "took", time.Since(claimedAt))
 	case errors.Is(cause, errCancelled):
 		_, werr = w.client.AckCancel(ctx, lease)
