@@ -107,3 +107,34 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatalf("exit after a second signal: %v, want status 1", err)
 	}
 }
+
+// With no server, the workers' own reapers recover expired leases; a
+// reaper frozen while holding the lock loses it (idle_session_timeout), so
+// a frozen worker cannot block recovery either.
+func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	args := []string{"--lease", "1s", "--heartbeat", "300ms"}
+	a := e.startWorker("worker-a", args...)
+	e.eventually("worker A's reaper holds the lock", 20*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'leasehold-worker'`) == 1
+	})
+	var id int64
+	if err := e.pool.QueryRow(e.ctx, `INSERT INTO jobs (kind, payload) VALUES ('app_investigation',
+		'{"app":"com.example.notes","sim":{"steps":2,"step_ms":500}}') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("worker A runs the job", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running' AND lease_owner = 'worker-a'", id) == 1
+	})
+	a.signal(t, syscall.SIGSTOP)
+	e.startWorker("worker-b", args...)
+	e.eventually("worker B finishes the job after A's reaper lost the lock", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND lease_owner = 'worker-b'", id) == 1
+	})
+	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
+		t.Fatal("worker A's attempt did not end lease_expired")
+	}
+	a.signal(t, syscall.SIGCONT)
+}
