@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -137,4 +138,26 @@ func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
 		t.Fatal("worker A's attempt did not end lease_expired")
 	}
 	a.signal(t, syscall.SIGCONT)
+}
+
+// Exactly once across processes: four worker processes with eight slots
+// each drain 2,000 jobs; every job runs one attempt and succeeds once.
+func TestManyWorkerProcessesRunEachJobOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO jobs (kind) SELECT 'noop' FROM generate_series(1, 2000)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		e.startWorker(fmt.Sprintf("w%d", i), "--executor", "noop", "--concurrency", "8", "--lease", "30s")
+	}
+	e.eventually("all jobs succeeded", 60*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 2000
+	})
+	if n := e.count("SELECT count(*) FROM attempts"); n != 2000 {
+		t.Fatalf("%d attempts for 2000 jobs, want one each", n)
+	}
+	if n := e.count("SELECT count(DISTINCT worker_id) FROM attempts"); n < 2 {
+		t.Fatalf("only %d worker process took jobs", n)
+	}
 }

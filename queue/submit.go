@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -127,14 +125,9 @@ func (j *NewJob) normalizePayload() error {
 	if err := json.Unmarshal(j.Payload, &obj); err != nil || obj == nil {
 		return invalid("payload", "must be a JSON object")
 	}
-	// PostgreSQL's jsonb rejects the NUL character; say so instead of
-	// failing later. Decoded, so that an escaped backslash is not mistaken
-	// for one.
-	if bytes.Contains(j.Payload, []byte(`u0000`)) {
-		var v any
-		if json.Unmarshal(j.Payload, &v) == nil && hasNUL(v) {
-			return invalid("payload", "must not contain NUL characters")
-		}
+	// checkPayload needs valid JSON, which the decode above proved.
+	if problem := checkPayload(j.Payload); problem != "" {
+		return invalid("payload", "%s", problem)
 	}
 	j.app, j.device = nil, nil
 	if dev, ok := obj["device"]; ok && string(dev) != "null" {
@@ -177,22 +170,6 @@ func (j *NewJob) checkInvestigation() error {
 		return invalid("instructions", "must be at most %d bytes", maxInstructions)
 	}
 	return nil
-}
-
-func hasNUL(v any) bool {
-	switch v := v.(type) {
-	case string:
-		return strings.ContainsRune(v, 0)
-	case []any:
-		return slices.ContainsFunc(v, hasNUL)
-	case map[string]any:
-		for k, e := range v {
-			if strings.ContainsRune(k, 0) || hasNUL(e) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func hasControl(s string) bool {

@@ -1,4 +1,4 @@
-package web
+package queue
 
 import (
 	"bytes"
@@ -8,7 +8,8 @@ import (
 
 // Bounds of what PostgreSQL's jsonb stores. encoding/json accepts more than
 // jsonb does; checking here turns what the database would refuse into a
-// 400 naming the payload instead of an error from deep inside an insert.
+// ValidationError naming the payload instead of an error from deep inside
+// an insert.
 const (
 	maxPayloadDepth = 128
 	// maxExponent bounds written exponents: 8 bytes such as 1e131071
@@ -54,7 +55,8 @@ func checkPayload(p []byte) string {
 }
 
 // scanString finds the closing quote of the string opening at p[start] and
-// refuses unpaired UTF-16 surrogate escapes, which jsonb rejects.
+// refuses what jsonb rejects in strings: the NUL character and unpaired
+// UTF-16 surrogate escapes.
 func scanString(p []byte, start int) (end int, problem string) {
 	for j := start + 1; j < len(p); j++ {
 		switch p[j] {
@@ -67,6 +69,8 @@ func scanString(p []byte, start int) (end int, problem string) {
 			}
 			r := hex4(p[j+2 : j+6])
 			switch {
+			case r == 0:
+				return 0, "must not contain NUL characters"
 			case r >= 0xD800 && r < 0xDC00:
 				if j+11 >= len(p) || p[j+6] != '\\' || p[j+7] != 'u' {
 					return 0, "holds an unpaired UTF-16 surrogate escape"
