@@ -265,95 +265,6 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 	return items, nil
 }
 
-const jobComplete = `-- name: JobComplete :one
-WITH done AS (
-    UPDATE jobs j
-    SET state = 'succeeded', result = $1, finished_at = now()
-    WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'running' AND j.lease_until > now()
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
-), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
-    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
-    FROM done
-)
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM done
-`
-
-type JobCompleteParams struct {
-	Result     json.RawMessage
-	ID         int64
-	LeaseToken int64
-}
-
-type JobCompleteRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-}
-
-func (q *Queries) JobComplete(ctx context.Context, arg JobCompleteParams) (JobCompleteRow, error) {
-	row := q.db.QueryRow(ctx, jobComplete, arg.Result, arg.ID, arg.LeaseToken)
-	var i JobCompleteRow
-	err := row.Scan(
-		&i.ID,
-		&i.Kind,
-		&i.Queue,
-		&i.Priority,
-		&i.Payload,
-		&i.App,
-		&i.Device,
-		&i.State,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.CountedAttempts,
-		&i.RunAt,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.LeaseToken,
-		&i.LeaseMs,
-		&i.HeartbeatAt,
-		&i.AttemptStartedAt,
-		&i.TimeoutMs,
-		&i.CancelRequested,
-		&i.IdempotencyKey,
-		&i.BackoffBaseMs,
-		&i.BackoffMaxMs,
-		&i.LastError,
-		&i.Result,
-		&i.CreatedAt,
-		&i.FinishedAt,
-	)
-	return i, err
-}
-
 const jobCompleteMany = `-- name: JobCompleteMany :many
 WITH input AS (
     SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result
@@ -411,9 +322,10 @@ type JobCompleteManyRow struct {
 	FinishedAt       *time.Time
 }
 
-// Completes a batch given as a JSON array of {id, lease_token, result},
-// each fenced exactly as JobComplete; the rows whose lease is not current
-// are left alone and missing from the result. Rows are locked in id order,
+// Completes a batch given as a JSON array of {id, lease_token, result}
+// (one job is a batch of one). Each is fenced: only the current token of a
+// running job whose deadline has not passed; the others are left alone and
+// missing from the result. Rows are locked in id order,
 // as bulk cancel and retry lock them, so batches cannot deadlock them.
 func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, jobCompleteMany, completions)

@@ -114,27 +114,11 @@ WHERE id = @id AND lease_token = @lease_token AND state = 'running' AND lease_un
 RETURNING lease_until, cancel_requested,
           (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms;
 
--- name: JobComplete :one
-WITH done AS (
-    UPDATE jobs j
-    SET state = 'succeeded', result = @result, finished_at = now()
-    WHERE j.id = @id AND j.lease_token = @lease_token AND j.state = 'running' AND j.lease_until > now()
-    RETURNING *
-), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
-    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
-    FROM done
-)
-SELECT * FROM done;
-
 -- name: JobCompleteMany :many
--- Completes a batch given as a JSON array of {id, lease_token, result},
--- each fenced exactly as JobComplete; the rows whose lease is not current
--- are left alone and missing from the result. Rows are locked in id order,
+-- Completes a batch given as a JSON array of {id, lease_token, result}
+-- (one job is a batch of one). Each is fenced: only the current token of a
+-- running job whose deadline has not passed; the others are left alone and
+-- missing from the result. Rows are locked in id order,
 -- as bulk cancel and retry lock them, so batches cannot deadlock them.
 WITH input AS (
     SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result

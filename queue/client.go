@@ -296,17 +296,11 @@ func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error
 
 // Complete ends l's attempt as succeeded with result.
 func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) (Job, error) {
-	if len(result) == 0 {
-		result = json.RawMessage(`{}`)
-	}
-	row, err := c.q.JobComplete(ctx, db.JobCompleteParams{ID: l.JobID, LeaseToken: l.Token, Result: result})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Job{}, c.refused(ctx, "complete", l)
-	}
+	jobs, errs, err := c.completeMany(ctx, []Completion{{Lease: l, Result: result}})
 	if err != nil {
-		return Job{}, fmt.Errorf("completing job: %w", err)
+		return Job{}, err
 	}
-	return toJob(row), nil
+	return jobs[0], errs[0]
 }
 
 // Fail ends l's attempt as failed. A retryable failure is retried after

@@ -17,6 +17,13 @@ type Completion struct {
 // ErrLeaseLost or ErrNotFound. A worker finishing many short jobs commits
 // once per batch instead of once per job.
 func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
+	_, errs, err := c.completeMany(ctx, cs)
+	return errs, err
+}
+
+// completeMany also returns the completed jobs, in the order of cs (the
+// zero Job where the completion was refused).
+func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []error, error) {
 	type item struct {
 		ID         int64           `json:"id"`
 		LeaseToken int64           `json:"lease_token"`
@@ -31,21 +38,24 @@ func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, er
 	}
 	encoded, err := json.Marshal(items)
 	if err != nil {
-		return nil, fmt.Errorf("encoding completions: %w", err)
+		return nil, nil, fmt.Errorf("encoding completions: %w", err)
 	}
 	rows, err := c.q.JobCompleteMany(ctx, encoded)
 	if err != nil {
-		return nil, fmt.Errorf("completing jobs: %w", err)
+		return nil, nil, fmt.Errorf("completing jobs: %w", err)
 	}
-	done := make(map[Lease]bool, len(rows))
+	done := make(map[Lease]Job, len(rows))
 	for _, r := range rows {
-		done[Lease{JobID: r.ID, Token: r.LeaseToken}] = true
+		done[Lease{JobID: r.ID, Token: r.LeaseToken}] = toJob(r)
 	}
+	jobs := make([]Job, len(cs))
 	errs := make([]error, len(cs))
 	for i, cm := range cs {
-		if !done[Lease{JobID: cm.Lease.JobID, Token: cm.Lease.Token}] {
+		job, ok := done[Lease{JobID: cm.Lease.JobID, Token: cm.Lease.Token}]
+		if !ok {
 			errs[i] = c.refused(ctx, "complete", cm.Lease)
 		}
+		jobs[i] = job
 	}
-	return errs, nil
+	return jobs, errs, nil
 }
