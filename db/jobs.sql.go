@@ -942,17 +942,24 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 }
 
 const jobNextDeadline = `-- name: JobNextDeadline :one
-SELECT COALESCE(EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000, 'Infinity')::float8 AS wait_ms
-FROM jobs WHERE state = 'running'
+SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000
+                 FROM jobs WHERE state = 'running'), 'Infinity')::float8 AS lease_wait_ms,
+       COALESCE((SELECT EXTRACT(EPOCH FROM min(run_at) - clock_timestamp()) * 1000
+                 FROM jobs WHERE state = 'pending' AND run_at > now()), 'Infinity')::float8 AS due_wait_ms
 `
 
-// How long until the earliest lease deadline, by the database clock;
-// +Infinity when nothing runs.
-func (q *Queries) JobNextDeadline(ctx context.Context) (float64, error) {
+type JobNextDeadlineRow struct {
+	LeaseWaitMs float64
+	DueWaitMs   float64
+}
+
+// How long until the earliest lease deadline, and until the next
+// scheduled job is due, by the database clock; +Infinity for none.
+func (q *Queries) JobNextDeadline(ctx context.Context) (JobNextDeadlineRow, error) {
 	row := q.db.QueryRow(ctx, jobNextDeadline)
-	var wait_ms float64
-	err := row.Scan(&wait_ms)
-	return wait_ms, err
+	var i JobNextDeadlineRow
+	err := row.Scan(&i.LeaseWaitMs, &i.DueWaitMs)
+	return i, err
 }
 
 const jobNotify = `-- name: JobNotify :exec
@@ -1261,12 +1268,13 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 	return i, err
 }
 
-const leaseNotify = `-- name: LeaseNotify :exec
-SELECT pg_notify('leasehold_leases', '')
+const reaperWake = `-- name: ReaperWake :exec
+SELECT pg_notify('leasehold_reaper', '')
 `
 
-// Wakes the reaper when a lease may end before the deadline it sleeps to.
-func (q *Queries) LeaseNotify(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, leaseNotify)
+// Wakes the reaper to look at the deadlines again: a new lease or a newly
+// scheduled retry may come before the time it sleeps to.
+func (q *Queries) ReaperWake(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, reaperWake)
 	return err
 }

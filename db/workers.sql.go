@@ -19,12 +19,12 @@ func (q *Queries) ListenJobs(ctx context.Context) error {
 	return err
 }
 
-const listenLeases = `-- name: ListenLeases :exec
-LISTEN leasehold_leases
+const listenReaper = `-- name: ListenReaper :exec
+LISTEN leasehold_reaper
 `
 
-func (q *Queries) ListenLeases(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, listenLeases)
+func (q *Queries) ListenReaper(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, listenReaper)
 	return err
 }
 

@@ -140,7 +140,7 @@ func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
 	a.signal(t, syscall.SIGCONT)
 }
 
-// Exactly once across processes: four worker processes with eight slots
+// Exactly once across processes: four worker processes with four slots
 // each drain 2,000 jobs; every job runs one attempt and succeeds once.
 func TestManyWorkerProcessesRunEachJobOnce(t *testing.T) {
 	t.Parallel()
@@ -149,7 +149,7 @@ func TestManyWorkerProcessesRunEachJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		e.startWorker(fmt.Sprintf("w%d", i), "--executor", "noop", "--concurrency", "8", "--lease", "30s")
+		e.startWorker(fmt.Sprintf("w%d", i), "--executor", "noop", "--concurrency", "4", "--lease", "30s")
 	}
 	e.eventually("all jobs succeeded", 60*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 2000

@@ -44,6 +44,9 @@ CREATE TABLE jobs (
 
 -- The claim path: due pending jobs in claim order.
 CREATE INDEX jobs_claim_idx ON jobs (priority, run_at, id) WHERE state = 'pending';
+-- Scheduled jobs (retries in backoff, run_at in the future): the reaper
+-- wakes when the next one is due and tells the workers.
+CREATE INDEX jobs_scheduled_idx ON jobs (run_at) WHERE state = 'pending';
 -- The expiry path and the per-worker counts: running jobs only, a few
 -- hundred rows at most, whatever the size of the table.
 CREATE INDEX jobs_running_idx ON jobs (lease_owner) WHERE state = 'running';

@@ -247,10 +247,12 @@ WITH expired AS MATERIALIZED (
 SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped;
 
 -- name: JobNextDeadline :one
--- How long until the earliest lease deadline, by the database clock;
--- +Infinity when nothing runs.
-SELECT COALESCE(EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000, 'Infinity')::float8 AS wait_ms
-FROM jobs WHERE state = 'running';
+-- How long until the earliest lease deadline, and until the next
+-- scheduled job is due, by the database clock; +Infinity for none.
+SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000
+                 FROM jobs WHERE state = 'running'), 'Infinity')::float8 AS lease_wait_ms,
+       COALESCE((SELECT EXTRACT(EPOCH FROM min(run_at) - clock_timestamp()) * 1000
+                 FROM jobs WHERE state = 'pending' AND run_at > now()), 'Infinity')::float8 AS due_wait_ms;
 
 -- name: JobCancel :many
 -- Cancels pending jobs at once and asks running ones to stop (their worker
@@ -319,6 +321,7 @@ FROM job_counts;
 -- per job (NOTIFY takes a database-wide lock at commit).
 SELECT pg_notify('leasehold_jobs', @queues::text);
 
--- name: LeaseNotify :exec
--- Wakes the reaper when a lease may end before the deadline it sleeps to.
-SELECT pg_notify('leasehold_leases', '');
+-- name: ReaperWake :exec
+-- Wakes the reaper to look at the deadlines again: a new lease or a newly
+-- scheduled retry may come before the time it sleeps to.
+SELECT pg_notify('leasehold_reaper', '');

@@ -18,8 +18,8 @@ SELECT pg_try_advisory_lock(@key::bigint) AS locked;
 -- name: ListenJobs :exec
 LISTEN leasehold_jobs;
 
--- name: ListenLeases :exec
-LISTEN leasehold_leases;
+-- name: ListenReaper :exec
+LISTEN leasehold_reaper;
 
 -- name: Ping :one
 -- Readiness: the target database answers a query, not just the server.

@@ -262,9 +262,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	}
 	if len(rows) > 0 && lease < reaperMaxSleep {
 		// This lease may end before the reaper next wakes up.
-		if err := c.q.LeaseNotify(ctx); err != nil {
-			c.logger.Warn("waking reaper", "err", err)
-		}
+		c.wakeReaper(ctx)
 	}
 	return toJobs(rows), nil
 }
@@ -314,8 +312,12 @@ func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) 
 		return Job{}, fmt.Errorf("failing job: %w", err)
 	}
 	job := toJob(row)
-	if job.State == StatePending && !job.RunAt.After(time.Now()) {
-		c.notifyJobs(ctx, []string{job.Queue})
+	if job.State == StatePending {
+		if job.BackoffBaseMs == 0 {
+			c.notifyJobs(ctx, []string{job.Queue}) // due now
+		} else {
+			c.wakeReaper(ctx) // it announces the retry when it is due
+		}
 	}
 	return job, nil
 }
@@ -493,6 +495,13 @@ func (c *Client) WorkerSeen(ctx context.Context, id string, devices, queues []st
 		return fmt.Errorf("recording worker: %w", err)
 	}
 	return nil
+}
+
+// wakeReaper makes the active reaper look at the deadlines again.
+func (c *Client) wakeReaper(ctx context.Context) {
+	if err := c.q.ReaperWake(ctx); err != nil {
+		c.logger.Warn("waking reaper", "err", err)
+	}
 }
 
 // notifyJobs wakes idle workers of these queues with one notification.

@@ -49,12 +49,15 @@ type ReaperConfig struct {
 	Slack time.Duration
 }
 
-// Reaper takes back expired leases within milliseconds of their deadline.
+// Reaper takes back expired leases within milliseconds of their deadline,
+// and announces scheduled jobs (retries after their backoff) when they
+// fall due.
 // Every server and direct worker runs one; an advisory lock keeps one
 // active and the others on standby, so reclaiming goes on as long as any
 // of them lives. The active one sleeps until the earliest lease deadline
-// (by the database clock), at most reaperMaxSleep, and is woken early by
-// LISTEN when a lease shorter than that is made.
+// or the next scheduled job (by the database clock), at most
+// reaperMaxSleep, and is woken early by LISTEN when a lease shorter than
+// that is made or a retry is scheduled.
 type Reaper struct {
 	pool   *pgxpool.Pool
 	client *Client
@@ -113,21 +116,24 @@ func (r *Reaper) session(ctx context.Context) error {
 	r.active.Store(true)
 	defer r.active.Store(false)
 	r.cfg.Logger.Info("reaper active")
-	if err := q.ListenLeases(ctx); err != nil {
-		return fmt.Errorf("listening for leases: %w", err)
+	if err := q.ListenReaper(ctx); err != nil {
+		return fmt.Errorf("listening for wake-ups: %w", err)
 	}
 	for {
 		if err := r.reapAll(ctx, q); err != nil {
 			return err
 		}
-		waitMs, err := q.JobNextDeadline(ctx)
+		next, err := q.JobNextDeadline(ctx)
 		if err != nil {
 			return fmt.Errorf("reading next deadline: %w", err)
 		}
-		wait := reaperMaxSleep
-		if !math.IsInf(waitMs, 1) {
-			wait = min(wait, time.Duration(waitMs*float64(time.Millisecond))+r.cfg.Slack)
-		}
+		wait := min(reaperMaxSleep, untilMs(next.LeaseWaitMs)+r.cfg.Slack)
+		// A retry whose backoff ends, or a job scheduled for later, is
+		// announced the moment it is due rather than at the workers' next
+		// poll.
+		due := untilMs(next.DueWaitMs) + r.cfg.Slack
+		wakeForDue := due < wait
+		wait = min(wait, due)
 		// A past deadline whose row another transaction holds was skipped;
 		// look again shortly rather than spin.
 		wait = max(wait, time.Millisecond)
@@ -137,10 +143,26 @@ func (r *Reaper) session(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("waiting for leases: %w", err)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			if wakeForDue {
+				if err := q.JobNotify(ctx, ""); err != nil {
+					return fmt.Errorf("announcing due jobs: %w", err)
+				}
+			}
+		case err != nil:
+			return fmt.Errorf("waiting for wake-ups: %w", err)
 		}
 	}
+}
+
+// untilMs turns a wait the database computed into a duration; +Inf (no
+// deadline) becomes the longest sleep.
+func untilMs(ms float64) time.Duration {
+	if math.IsInf(ms, 1) || ms > float64(reaperMaxSleep/time.Millisecond) {
+		return reaperMaxSleep
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 func (r *Reaper) reapAll(ctx context.Context, q *db.Queries) error {

@@ -223,3 +223,26 @@ func eventTypes(d queue.JobDetail) []string {
 	}
 	return out
 }
+
+func TestRetryStartsWhenDueWithoutPolling(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// A poll far longer than the test: only the reaper's announcement that
+	// the retry is due can start it.
+	f.start(t, worker.Config{Lease: time.Second, Poll: time.Hour, Reaper: true})
+	base := int32(200)
+	maxAttempts := int32(3)
+	job, _, err := f.client.Insert(f.ctx, queue.NewJob{
+		Kind: "app_investigation", MaxAttempts: &maxAttempts, BackoffBaseMs: &base,
+		Payload: json.RawMessage(`{"app":"com.example.notes","sim":{"steps":1,"step_ms":10,"fail_attempts":1}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := f.waitState(t, job.ID, queue.StateSucceeded)
+	gap := d.Attempts[1].StartedAt.Sub(*d.Attempts[0].EndedAt)
+	if gap < 160*time.Millisecond || gap > time.Second {
+		t.Fatalf("retry started %v after the failure, want its 160–240ms backoff and then at once", gap)
+	}
+	t.Logf("retry started %v after the failure (backoff 200ms ±20%%)", gap)
+}

@@ -81,7 +81,7 @@ func run(args []string) error {
 		url = cluster.URL("leasehold")
 	}
 	pool, err := db.Open(ctx, db.PoolConfig{
-		URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency*2 + 4), Logger: logger,
+		URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger,
 	})
 	if err != nil {
 		return err
