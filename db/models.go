@@ -111,6 +111,20 @@ type ApiToken struct {
 	RevokedAt  *time.Time
 }
 
+type Artifact struct {
+	ID          int64
+	JobID       int64
+	Attempt     int32
+	Kind        string
+	Name        string
+	ContentType string
+	Size        int64
+	Sha256      string
+	Width       *int32
+	Height      *int32
+	CreatedAt   time.Time
+}
+
 type Attempt struct {
 	JobID       int64
 	Number      int32
@@ -122,6 +136,17 @@ type Attempt struct {
 	EndedAt     *time.Time
 	Outcome     *AttemptOutcome
 	Error       *string
+}
+
+type Effect struct {
+	JobID      int64
+	Key        string
+	Attempt    int32
+	LeaseToken int64
+	State      string
+	Result     json.RawMessage
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 type Event struct {

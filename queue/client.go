@@ -175,7 +175,7 @@ func (c *Client) Detail(ctx context.Context, id int64) (JobDetail, error) {
 	if err != nil {
 		return JobDetail{}, err
 	}
-	d := JobDetail{Job: job, Attempts: []Attempt{}, Artifacts: []struct{}{}, Events: []Event{}, Effects: []struct{}{}}
+	d := JobDetail{Job: job, Attempts: []Attempt{}, Events: []Event{}}
 	attempts, err := c.q.AttemptListByJob(ctx, id)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("reading attempts: %w", err)
@@ -200,6 +200,12 @@ func (c *Client) Detail(ctx context.Context, id int64) (JobDetail, error) {
 	}
 	for _, e := range events {
 		d.Events = append(d.Events, Event{At: e.At, Type: e.Type, Attempt: e.Attempt, Detail: e.Detail})
+	}
+	if d.Artifacts, err = c.artifacts(ctx, id); err != nil {
+		return JobDetail{}, err
+	}
+	if d.Effects, err = c.effects(ctx, id); err != nil {
+		return JobDetail{}, err
 	}
 	return d, nil
 }

@@ -103,9 +103,9 @@ type Event struct {
 type JobDetail struct {
 	Job
 	Attempts  []Attempt  `json:"attempts"`
-	Artifacts []struct{} `json:"artifacts"`
+	Artifacts []Artifact `json:"artifacts"`
 	Events    []Event    `json:"events"`
-	Effects   []struct{} `json:"effects"`
+	Effects   []Effect   `json:"effects"`
 }
 
 // Lease identifies one attempt's hold on a job: every write of the attempt

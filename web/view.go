@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
@@ -96,23 +97,61 @@ type eventView struct {
 	Detail  json.RawMessage `json:"detail"`
 }
 
-// jobDetailView is a job with its history. Artifacts and effects stay
-// empty lists until the queue records them.
+// artifactView is an artifact's metadata; its bytes are at
+// /artifacts/{id}.
+type artifactView struct {
+	ID          int64   `json:"id"`
+	Attempt     int32   `json:"attempt"`
+	Kind        string  `json:"kind"`
+	Name        string  `json:"name"`
+	ContentType string  `json:"content_type"`
+	Size        int64   `json:"size"`
+	SHA256      string  `json:"sha256"`
+	Width       *int32  `json:"width,omitempty"`
+	Height      *int32  `json:"height,omitempty"`
+	URL         string  `json:"url"`
+	CreatedAt   apiTime `json:"created_at"`
+}
+
+func newArtifactView(a queue.Artifact) artifactView {
+	return artifactView{
+		ID: a.ID, Attempt: a.Attempt, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType, Size: a.Size,
+		SHA256: a.SHA256, Width: a.Width, Height: a.Height, URL: fmt.Sprintf("/artifacts/%d", a.ID),
+		CreatedAt: apiTime(a.CreatedAt),
+	}
+}
+
+// effectView is one entry of the side-effect ledger.
+type effectView struct {
+	Key       string          `json:"key"`
+	Attempt   int32           `json:"attempt"`
+	State     string          `json:"state"`
+	Result    json.RawMessage `json:"result"`
+	CreatedAt apiTime         `json:"created_at"`
+}
+
+// jobDetailView is a job with its history.
 type jobDetailView struct {
 	jobView
-	Attempts  []attemptView `json:"attempts"`
-	Artifacts []struct{}    `json:"artifacts"`
-	Events    []eventView   `json:"events"`
-	Effects   []struct{}    `json:"effects"`
+	Attempts  []attemptView  `json:"attempts"`
+	Artifacts []artifactView `json:"artifacts"`
+	Events    []eventView    `json:"events"`
+	Effects   []effectView   `json:"effects"`
 }
 
 func newJobDetailView(d queue.JobDetail) jobDetailView {
 	v := jobDetailView{
 		jobView:   newJobView(d.Job),
 		Attempts:  make([]attemptView, len(d.Attempts)),
-		Artifacts: append([]struct{}{}, d.Artifacts...),
+		Artifacts: make([]artifactView, len(d.Artifacts)),
 		Events:    make([]eventView, len(d.Events)),
-		Effects:   append([]struct{}{}, d.Effects...),
+		Effects:   make([]effectView, len(d.Effects)),
+	}
+	for i, a := range d.Artifacts {
+		v.Artifacts[i] = newArtifactView(a)
+	}
+	for i, e := range d.Effects {
+		v.Effects[i] = effectView{Key: e.Key, Attempt: e.Attempt, State: e.State, Result: e.Result, CreatedAt: apiTime(e.CreatedAt)}
 	}
 	for i, a := range d.Attempts {
 		v.Attempts[i] = attemptView{

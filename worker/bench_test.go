@@ -25,7 +25,7 @@ func BenchmarkThroughput(b *testing.B) {
 	for i := range 4 {
 		ctx, cancel := context.WithCancel(f.ctx)
 		defer cancel()
-		w := worker.New(f.pool, worker.Config{
+		w := worker.NewDirect(f.pool, nil, worker.Config{
 			ID: fmt.Sprintf("bench-%d", i), Concurrency: 16, Lease: time.Minute, Executor: executor.Noop{},
 		})
 		go func() { _ = w.Run(ctx) }()
@@ -73,7 +73,7 @@ func BenchmarkSubmitToRunning(b *testing.B) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	go func() {
-		_ = worker.New(f.pool, worker.Config{ID: "bench", Lease: time.Minute, Poll: time.Hour, Executor: exec}).Run(ctx)
+		_ = worker.NewDirect(f.pool, nil, worker.Config{ID: "bench", Lease: time.Minute, Poll: time.Hour, Executor: exec}).Run(ctx)
 	}()
 	time.Sleep(200 * time.Millisecond)
 	var lat []time.Duration

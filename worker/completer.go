@@ -20,12 +20,12 @@ type completion struct {
 // worker's single completion leaves at once, so batching adds no latency;
 // a busy one commits once per batch instead of once per job.
 type completer struct {
-	client *queue.Client
+	client Backend
 	in     chan completion
 	log    *slog.Logger
 }
 
-func newCompleter(client *queue.Client, capacity int, log *slog.Logger) *completer {
+func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 
 	"github.com/leasehold/leasehold/queue"
 )
@@ -17,11 +18,27 @@ type Executor interface {
 	Run(ctx context.Context, job queue.Job, r Reporter) (result json.RawMessage, err error)
 }
 
-// Reporter lets an executor record progress on the job's timeline; the
-// write is fenced like every other write of the attempt.
+// Reporter is what an executor may write for its attempt. Every write is
+// fenced like the attempt's others: queue.ErrLeaseLost once the lease is
+// gone.
 type Reporter interface {
+	// Progress records a progress event on the job's timeline.
 	Progress(ctx context.Context, fraction float64, message string) error
+	// Artifact stores a screenshot (PNG, JPEG, WebP, checked by content)
+	// or a text artifact (.txt, .log, .xml) of this attempt. name is for
+	// display only; it never becomes a path.
+	Artifact(ctx context.Context, name string, r io.Reader) (queue.Artifact, error)
+	// StartEffect and FinishEffect are the side-effect ledger, step by
+	// step (exec children reach them through LEASEHOLD_EFFECTS_URL);
+	// Effect does both around fn.
+	StartEffect(ctx context.Context, key string) (queue.EffectStart, error)
+	FinishEffect(ctx context.Context, key string, result json.RawMessage) error
+	Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error)
 }
+
+// EffectFunc performs an external action once; idempotencyKey goes with
+// the call so that its receiver can drop a repeat.
+type EffectFunc func(ctx context.Context, idempotencyKey string) (json.RawMessage, error)
 
 type permanentError struct{ err error }
 

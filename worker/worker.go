@@ -3,8 +3,10 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -31,23 +33,35 @@ type Config struct {
 	// worker first. Default 1s.
 	Poll time.Duration
 	// Reaper runs a standby reaper in this process, so expired leases are
-	// recovered even while no server runs.
+	// recovered even while no server runs. Needs Pool.
 	Reaper   bool
 	Executor Executor
 	Logger   *slog.Logger
+	// Backend is where jobs come from and outcomes go.
+	Backend Backend
+	// Pool, for a worker that reaches PostgreSQL, wakes it by LISTEN when
+	// jobs arrive and hosts its standby reaper. Nil for a remote worker,
+	// which polls.
+	Pool *pgxpool.Pool
 }
 
-// Worker claims and runs jobs straight from PostgreSQL.
+// Worker claims and runs jobs.
 type Worker struct {
-	pool      *pgxpool.Pool
-	client    *queue.Client
+	backend   Backend
 	completer *completer
 	cfg       Config
 	log       *slog.Logger
 }
 
-// New returns a Worker on pool.
-func New(pool *pgxpool.Pool, cfg Config) *Worker {
+// NewDirect returns a Worker that works straight on PostgreSQL.
+func NewDirect(pool *pgxpool.Pool, artifacts ArtifactStore, cfg Config) *Worker {
+	cfg.Pool = pool
+	cfg.Backend = Direct{Client: queue.NewClient(pool, cfg.Logger), Artifacts: artifacts}
+	return New(cfg)
+}
+
+// New returns a Worker on cfg.Backend.
+func New(cfg Config) *Worker {
 	if len(cfg.Queues) == 0 {
 		cfg.Queues = []string{"default"}
 	}
@@ -58,8 +72,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Worker {
 	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	log := cfg.Logger.With("worker", cfg.ID)
-	client := queue.NewClient(pool, log)
-	return &Worker{pool: pool, client: client, completer: newCompleter(client, cfg.Concurrency, log), cfg: cfg, log: log}
+	return &Worker{backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log}
 }
 
 // Errors that say why a job's executor was stopped.
@@ -82,12 +95,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopBg()
 
 	wake := make(chan struct{}, 1)
-	bgWG.Go(func() { w.listen(bg, wake) })
 	bgWG.Go(func() { w.presence(bg) })
 	bgWG.Go(func() { w.completer.run(bg) })
-	if w.cfg.Reaper {
-		reaper := queue.NewReaper(w.pool, queue.ReaperConfig{Logger: w.log})
-		bgWG.Go(func() { _ = reaper.Run(bg) })
+	if w.cfg.Pool != nil {
+		bgWG.Go(func() { w.listen(bg, wake) })
+		if w.cfg.Reaper {
+			reaper := queue.NewReaper(w.cfg.Pool, queue.ReaperConfig{Logger: w.log})
+			bgWG.Go(func() { _ = reaper.Run(bg) })
+		}
 	}
 
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -151,7 +166,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) claim(ctx context.Context, limit int) ([]queue.Job, error) {
-	return w.client.Claim(ctx, queue.ClaimParams{
+	return w.backend.Claim(ctx, queue.ClaimParams{
 		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
 	})
 }
@@ -169,7 +184,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time
 	var beatWG sync.WaitGroup
 	beatWG.Go(func() { w.heartbeat(execCtx, job, lease, claimedAt, stop, beatDone, log) })
 
-	result, err := w.cfg.Executor.Run(execCtx, job, reporter{client: w.client, lease: lease})
+	result, err := w.cfg.Executor.Run(execCtx, job, reporter{backend: w.backend, lease: lease})
 	cause := context.Cause(execCtx)
 	close(beatDone)
 	beatWG.Wait()
@@ -186,13 +201,13 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time
 		werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result})
 		log.Info("job succeeded", "took", time.Since(claimedAt))
 	case errors.Is(cause, errCancelled):
-		_, werr = w.client.AckCancel(ctx, lease)
+		_, werr = w.backend.AckCancel(ctx, lease)
 		log.Info("job cancelled")
 	case errors.Is(cause, errShutdown):
-		_, werr = w.client.Release(ctx, lease)
+		_, werr = w.backend.Release(ctx, lease)
 		log.Info("job released at shutdown")
 	default:
-		_, werr = w.client.Fail(ctx, lease, err.Error(), !IsPermanent(err))
+		_, werr = w.backend.Fail(ctx, lease, err.Error(), !IsPermanent(err))
 		log.Info("job failed", "err", err, "permanent", IsPermanent(err))
 	}
 	if werr != nil {
@@ -231,7 +246,7 @@ func (w *Worker) heartbeat(ctx context.Context, job queue.Job, lease queue.Lease
 		}
 		sent := time.Now()
 		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), validUntil.Add(-margin))
-		res, err := w.client.Heartbeat(callCtx, lease)
+		res, err := w.backend.Heartbeat(callCtx, lease)
 		cancel()
 		switch {
 		case errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, queue.ErrNotFound):
@@ -272,7 +287,7 @@ func (w *Worker) listen(ctx context.Context, wake chan<- struct{}) {
 }
 
 func (w *Worker) listenSession(ctx context.Context, wake chan<- struct{}) error {
-	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, w.cfg.Pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("connecting listener: %w", err)
 	}
@@ -305,7 +320,7 @@ func wakeUp(wake chan<- struct{}) {
 func (w *Worker) presence(ctx context.Context) {
 	every := min(w.cfg.Heartbeat, 5*time.Second)
 	for {
-		if err := w.client.WorkerSeen(ctx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues); err != nil && ctx.Err() == nil {
+		if err := w.backend.WorkerSeen(ctx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues); err != nil && ctx.Err() == nil {
 			w.log.Warn("recording presence", "err", err)
 		}
 		select {
@@ -317,10 +332,41 @@ func (w *Worker) presence(ctx context.Context) {
 }
 
 type reporter struct {
-	client *queue.Client
-	lease  queue.Lease
+	backend Backend
+	lease   queue.Lease
 }
 
 func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
-	return r.client.Progress(ctx, r.lease, fraction, message)
+	return r.backend.Progress(ctx, r.lease, fraction, message)
+}
+
+func (r reporter) Artifact(ctx context.Context, name string, body io.Reader) (queue.Artifact, error) {
+	return r.backend.UploadArtifact(ctx, r.lease, name, body)
+}
+
+func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStart, error) {
+	return r.backend.StartEffect(ctx, r.lease, key)
+}
+
+func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawMessage) error {
+	return r.backend.FinishEffect(ctx, r.lease, key, result)
+}
+
+// Effect performs fn at most once for the job under key, across all its
+// attempts. One gap no ledger can close: a crash after fn's external call
+// and before FinishEffect; the next attempt calls again, with the same
+// idempotency key, so the receiver can drop the repeat.
+func (r reporter) Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error) {
+	start, err := r.StartEffect(ctx, key)
+	if err != nil || start.Done {
+		return start.Result, err
+	}
+	result, err := fn(ctx, start.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(result) == 0 {
+		result = json.RawMessage(`{}`)
+	}
+	return result, r.FinishEffect(ctx, key, result)
 }

@@ -38,7 +38,7 @@ func (f *fixture) start(t *testing.T, cfg worker.Config) (stop func()) {
 	cfg.ID = "test-worker"
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
-	go func() { _ = worker.New(f.pool, cfg).Run(ctx); close(done) }()
+	go func() { _ = worker.NewDirect(f.pool, nil, cfg).Run(ctx); close(done) }()
 	stopped := false
 	stop = func() {
 		if !stopped {

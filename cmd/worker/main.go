@@ -88,7 +88,7 @@ func run(args []string) error {
 	}
 	defer pool.Close()
 
-	w := worker.New(pool, worker.Config{
+	w := worker.NewDirect(pool, nil, worker.Config{
 		ID: *id, Queues: cli.SplitList(*queues), Devices: cli.SplitList(*device), Concurrency: *concurrency,
 		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
 		Executor: exec, Logger: logger,

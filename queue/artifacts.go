@@ -1,0 +1,91 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// Artifact kinds.
+const (
+	ArtifactScreenshot = "screenshot"
+	ArtifactText       = "text"
+)
+
+// Artifact is a stored screenshot or text file of one attempt. Its bytes
+// live in a file named by SHA256 (package artifact).
+type Artifact struct {
+	ID          int64     `json:"id"`
+	JobID       int64     `json:"-"`
+	Attempt     int32     `json:"attempt"`
+	Kind        string    `json:"kind"`
+	Name        string    `json:"name"`
+	ContentType string    `json:"content_type"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	Width       *int32    `json:"width,omitempty"`
+	Height      *int32    `json:"height,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// RecordArtifact records a stored file as an artifact of l's attempt.
+// ErrLeaseLost when l is not current: a stale worker's upload is refused.
+func (c *Client) RecordArtifact(ctx context.Context, l Lease, a Artifact) (Artifact, error) {
+	row, err := c.q.ArtifactInsert(ctx, db.ArtifactInsertParams{
+		JobID: l.JobID, LeaseToken: l.Token, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
+		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Artifact{}, c.refused(ctx, "artifact", l)
+	}
+	if err != nil {
+		return Artifact{}, fmt.Errorf("recording artifact: %w", err)
+	}
+	return artifactFromRow(row), nil
+}
+
+// GetArtifact returns one artifact's metadata.
+func (c *Client) GetArtifact(ctx context.Context, id int64) (Artifact, error) {
+	row, err := c.q.ArtifactGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Artifact{}, ErrNotFound
+	}
+	if err != nil {
+		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
+	}
+	return artifactFromRow(row), nil
+}
+
+// ArtifactFileInUse reports whether any artifact still names the file with
+// this SHA-256 (files are shared by content).
+func (c *Client) ArtifactFileInUse(ctx context.Context, sha256 string) (bool, error) {
+	n, err := c.q.ArtifactCountBySHA(ctx, sha256)
+	if err != nil {
+		return false, fmt.Errorf("counting artifact references: %w", err)
+	}
+	return n > 0, nil
+}
+
+func (c *Client) artifacts(ctx context.Context, jobID int64) ([]Artifact, error) {
+	rows, err := c.q.ArtifactListByJob(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("reading artifacts: %w", err)
+	}
+	out := make([]Artifact, len(rows))
+	for i, r := range rows {
+		out[i] = artifactFromRow(r)
+	}
+	return out, nil
+}
+
+func artifactFromRow(r db.Artifact) Artifact {
+	return Artifact{
+		ID: r.ID, JobID: r.JobID, Attempt: r.Attempt, Kind: r.Kind, Name: r.Name, ContentType: r.ContentType,
+		Size: r.Size, SHA256: r.Sha256, Width: r.Width, Height: r.Height, CreatedAt: r.CreatedAt,
+	}
+}
