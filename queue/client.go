@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -310,6 +311,7 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) 
 // Fail ends l's attempt as failed. A retryable failure is retried after
 // its backoff while counted attempts remain; otherwise the job goes dead.
 func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) (Job, error) {
+	msg = cleanText(msg, maxMessageBytes)
 	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, Error: &msg, Retryable: retryable})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, c.refused(ctx, "fail", l)
@@ -357,8 +359,15 @@ func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (
 
 // Progress records an executor's progress on l's job.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
-	detail, _ := json.Marshal(map[string]any{"progress": fraction, "message": message})
-	_, err := c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, Detail: detail})
+	event := map[string]any{"message": cleanText(message, maxMessageBytes)}
+	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
+		event["progress"] = fraction
+	}
+	detail, err := json.Marshal(event)
+	if err != nil {
+		return fmt.Errorf("encoding progress: %w", err)
+	}
+	_, err = c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, Detail: detail})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.refused(ctx, "progress", l)
 	}
@@ -522,6 +531,20 @@ func (c *Client) notifyJobs(ctx context.Context, queues []string) {
 	if err := c.q.JobNotify(ctx, payload); err != nil {
 		c.logger.Warn("notifying workers", "err", err)
 	}
+}
+
+// maxMessageBytes bounds the error and progress messages a job keeps.
+const maxMessageBytes = 64 << 10
+
+// cleanText makes a worker's message storable: PostgreSQL text takes no
+// NUL and only valid UTF-8. Messages are not refused for it: an executor's
+// stderr is what it is, and losing the failure would be worse.
+func cleanText(s string, limit int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit], "") + "…"
+	}
+	return s
 }
 
 func nonEmpty(s string) *string {

@@ -79,6 +79,9 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 		return http.StatusBadRequest, errorBody{Error: ve.Message, Field: ve.Field}
 	case errors.Is(err, queue.ErrNotFound):
 		return http.StatusNotFound, errorBody{Error: "job not found"}
+	case errors.Is(err, queue.ErrLeaseLost):
+		// The worker's lease is not current: it must stop the job.
+		return http.StatusConflict, errorBody{Error: "lease lost"}
 	case errors.Is(err, queue.ErrIdempotencyConflict):
 		return http.StatusConflict, errorBody{Error: err.Error(), Field: "idempotency_key"}
 	case errors.As(err, &tooLarge):

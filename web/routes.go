@@ -31,10 +31,21 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/jobs/cancel", s.jobCancelMany, admin)
 	api.GET("/stats", s.stats, admin)
 
+	// Remote-worker API: worker tokens only; the token's name is the
+	// worker's identity. Every write is fenced by the attempt's lease token.
+	worker := s.requireToken(apitoken.RoleWorker)
+	api.GET("/worker/whoami", s.workerWhoami, worker)
+	api.POST("/worker/claim", s.workerClaim, worker)
+	api.POST("/worker/presence", s.workerPresence, worker)
+	api.POST("/worker/jobs/:id/heartbeat", s.workerHeartbeat, worker)
+	api.POST("/worker/jobs/:id/progress", s.workerProgress, worker)
+	api.POST("/worker/jobs/:id/complete", s.workerComplete, worker)
+	api.POST("/worker/jobs/:id/fail", s.workerFail, worker)
+	api.POST("/worker/jobs/:id/release", s.workerRelease, worker)
+	api.POST("/worker/jobs/:id/cancelled", s.workerCancelled, worker)
+	api.POST("/worker/jobs/:id/effects", s.workerEffect, worker)
+
 	// Later issues add their routes here:
-	//   remote-worker API, worker tokens:
-	//     worker := s.requireToken(apitoken.RoleWorker)
-	//     api.POST("/worker/claim", …, worker), api.POST("/worker/jobs/:id/heartbeat", …, worker), …
 	//   artifacts (session or admin token): e.GET("/artifacts/:id", …)
 	//   dashboard (sessions, CSRF): e.GET("/login", …), e.POST("/login", …),
 	//     e.GET("/static/*", …), e.GET("/", …), e.GET("/jobs", …), e.GET("/jobs/:id", …),

@@ -26,6 +26,9 @@ type Config struct {
 	ArtifactsDir string
 	// Metrics is shared with the server's reaper; nil makes a new one.
 	Metrics *Metrics
+	// Jobs, when set and running, lets remote workers' claims wait for new
+	// jobs (long polling) instead of coming back empty at once.
+	Jobs *queue.JobNotifier
 }
 
 // server holds the dependencies of every handler.
@@ -36,6 +39,7 @@ type server struct {
 	logger       *slog.Logger
 	artifactsDir string
 	metrics      *Metrics
+	jobs         *queue.JobNotifier
 	// versionCheck lets one schema-version check run at a time: the check
 	// waits on golang-migrate's lock, and piled-up probes would hold pool
 	// connections while a migration runs.
@@ -51,6 +55,7 @@ func New(cfg Config) *echo.Echo {
 		logger:       cmp.Or(cfg.Logger, slog.Default()),
 		artifactsDir: cfg.ArtifactsDir,
 		metrics:      cfg.Metrics,
+		jobs:         cfg.Jobs,
 		versionCheck: make(chan struct{}, 1),
 	}
 	if s.metrics == nil {

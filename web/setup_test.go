@@ -56,9 +56,11 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 		tokens: apitoken.NewStore(pool), logs: logs,
 	}
 	f.metrics = web.NewMetrics(f.queue)
+	jobs := queue.NewJobNotifier(pool, logger)
+	go jobs.Run(ctx)
 	f.srv = httptest.NewServer(web.New(web.Config{
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
-		ArtifactsDir: o.artifactsDir, Metrics: f.metrics,
+		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs,
 	}))
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(func() {

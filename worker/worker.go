@@ -5,18 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -268,44 +263,14 @@ func (w *Worker) heartbeat(ctx context.Context, job queue.Job, lease queue.Lease
 	}
 }
 
-// listen turns job notifications into wake-ups; the poll is the fallback
-// when notifications are lost (a dropped connection).
+// listen turns job notifications for this worker's queues into wake-ups;
+// the poll is the fallback when notifications are lost.
 func (w *Worker) listen(ctx context.Context, wake chan<- struct{}) {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := w.listenSession(ctx, wake)
-		if ctx.Err() != nil {
-			return
-		}
-		w.log.Warn("job listener stopped", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
-
-func (w *Worker) listenSession(ctx context.Context, wake chan<- struct{}) error {
-	conn, err := pgx.ConnectConfig(ctx, w.cfg.Pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connecting listener: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if err := db.New(conn).ListenJobs(ctx); err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	wakeUp(wake) // anything sent while we were not listening
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return fmt.Errorf("waiting for jobs: %w", err)
-		}
-		if n.Payload == "" || slices.ContainsFunc(strings.Split(n.Payload, ","), func(q string) bool {
-			return slices.Contains(w.cfg.Queues, q)
-		}) {
-			wakeUp(wake)
-		}
+	n := queue.NewJobNotifier(w.cfg.Pool, w.log)
+	go n.Run(ctx)
+	waiter := n.Waiter()
+	for waiter.Wait(ctx, w.cfg.Queues) == nil {
+		wakeUp(wake)
 	}
 }
 

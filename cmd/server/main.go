@@ -104,8 +104,11 @@ func serve(args []string) error {
 	reaperDone := make(chan struct{})
 	go func() { _ = reaper.Run(ctx); close(reaperDone) }()
 
+	jobs := queue.NewJobNotifier(pool, logger)
+	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
+		Jobs: jobs,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -51,10 +51,7 @@ func run(args []string) error {
 	_ = artifacts // screenshots arrive with the artifact store
 	logger := cli.NewLogger(*logFormat)
 
-	switch {
-	case *serverURL != "" || *token != "":
-		return errors.New("--server-url/--token: the remote worker API is not built yet; use --database-url")
-	case *execName == "exec" || *execCmd != "":
+	if *execName == "exec" || *execCmd != "" {
 		return errors.New("--executor exec is not built yet; use sim or noop")
 	}
 	exec, err := executor.New(*execName)
@@ -71,27 +68,54 @@ func run(args []string) error {
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
-	url := *databaseURL
-	if url == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger})
-		if err != nil {
-			return fmt.Errorf("no DATABASE_URL, and the private cluster could not start: %w", err)
-		}
-		defer cluster.Stop(context.Background())
-		url = cluster.URL("leasehold")
-	}
-	pool, err := db.Open(ctx, db.PoolConfig{
-		URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger,
-	})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	w := worker.NewDirect(pool, nil, worker.Config{
+	cfg := worker.Config{
 		ID: *id, Queues: cli.SplitList(*queues), Devices: cli.SplitList(*device), Concurrency: *concurrency,
 		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
 		Executor: exec, Logger: logger,
-	})
+	}
+	var w *worker.Worker
+	if *serverURL != "" || *token != "" {
+		// At home behind a router: only the server's HTTPS API.
+		remote, err := worker.NewRemote(*serverURL, *token, logger)
+		if err != nil {
+			return err
+		}
+		whoami, err := remote.Whoami(ctx)
+		if err != nil {
+			return fmt.Errorf("checking the worker token with %s: %w", *serverURL, err)
+		}
+		if idSet(fs) && *id != whoami {
+			logger.Warn("--id differs from the token's name; the server knows this worker as the token's name", "id", *id, "token_name", whoami)
+		}
+		cfg.ID = whoami
+		cfg.Backend = remote
+		w = worker.New(cfg)
+	} else {
+		url := *databaseURL
+		if url == "" {
+			cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger})
+			if err != nil {
+				return fmt.Errorf("no DATABASE_URL, and the private cluster could not start: %w", err)
+			}
+			defer cluster.Stop(context.Background())
+			url = cluster.URL("leasehold")
+		}
+		pool, err := db.Open(ctx, db.PoolConfig{
+			URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger,
+		})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		w = worker.NewDirect(pool, nil, cfg)
+	}
 	return w.Run(ctx)
+}
+
+// idSet reports whether --id was given (or LEASEHOLD_ID set).
+func idSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "id" })
+	_, env := os.LookupEnv("LEASEHOLD_ID")
+	return set || env
 }

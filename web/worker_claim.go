@@ -1,0 +1,125 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Bounds of a remote worker's claim.
+const (
+	maxClaimLimit  = 100
+	maxClaimQueues = 100
+	// maxClaimWait stays under the idle timeouts of common reverse proxies.
+	maxClaimWait = 30 * time.Second
+)
+
+var (
+	queueNamePattern = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+	deviceLabel      = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+)
+
+// claimRequest is the body of POST /api/v1/worker/claim.
+type claimRequest struct {
+	// WorkerID may be omitted; when given it must be the token's name,
+	// which is the worker's identity.
+	WorkerID string   `json:"worker_id"`
+	Queues   []string `json:"queues"`
+	Devices  []string `json:"devices"`
+	Limit    int      `json:"limit"`
+	LeaseMs  int64    `json:"lease_ms"`
+	// WaitMs makes an empty claim wait up to this long for a new job
+	// (long polling), so a worker behind a home router gets work at once
+	// without hammering the server.
+	WaitMs int64 `json:"wait_ms"`
+}
+
+// workerClaim leases up to limit due jobs to the calling worker, with the
+// same query a direct worker uses.
+func (s *server) workerClaim(c echo.Context) error {
+	body, err := readBody(c, actionBodyLimit)
+	if err != nil {
+		return err
+	}
+	var req claimRequest
+	if err := decodeObject(body, &req, ""); err != nil {
+		return err
+	}
+	worker := workerName(c)
+	if req.WorkerID != "" && req.WorkerID != worker {
+		return &apiError{Status: http.StatusForbidden, Field: "worker_id",
+			Message: "must be the name of the worker token (" + worker + "), or left out"}
+	}
+	p, wait, err := req.params(worker)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var waiter *queue.Waiter
+	if s.jobs != nil && wait > 0 {
+		waiter = s.jobs.Waiter() // before the claim: nothing sent after it is missed
+	}
+	jobs, err := s.queue.Claim(ctx, p)
+	if err != nil {
+		return err
+	}
+	if len(jobs) == 0 && waiter != nil {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		for len(jobs) == 0 && waiter.Wait(wctx, p.Queues) == nil {
+			if jobs, err = s.queue.Claim(ctx, p); err != nil {
+				return err
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, jobsBody{Jobs: newJobViews(jobs)})
+}
+
+func (r claimRequest) params(worker string) (queue.ClaimParams, time.Duration, error) {
+	if len(r.Queues) == 0 {
+		r.Queues = []string{"default"}
+	}
+	if len(r.Queues) > maxClaimQueues {
+		return queue.ClaimParams{}, 0, badRequest("queues", "must name at most %d queues", maxClaimQueues)
+	}
+	for _, q := range r.Queues {
+		if !queueNamePattern.MatchString(q) {
+			return queue.ClaimParams{}, 0, badRequest("queues", "each must match [a-z0-9_.-]{1,64}")
+		}
+	}
+	for _, d := range r.Devices {
+		if !deviceLabel.MatchString(d) {
+			return queue.ClaimParams{}, 0, badRequest("devices", "each must match [A-Za-z0-9_.:-]{1,64}")
+		}
+	}
+	if r.Limit == 0 {
+		r.Limit = 1
+	}
+	if r.Limit < 1 || r.Limit > maxClaimLimit {
+		return queue.ClaimParams{}, 0, badRequest("limit", "must be between 1 and %d", maxClaimLimit)
+	}
+	if r.LeaseMs == 0 {
+		r.LeaseMs = 30_000
+	}
+	lease := time.Duration(r.LeaseMs) * time.Millisecond
+	if r.LeaseMs < 0 || lease < queue.MinLease || lease > queue.MaxLease {
+		return queue.ClaimParams{}, 0, badRequest("lease_ms", "must be between %d and %d", queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
+	}
+	if r.WaitMs < 0 || r.WaitMs > maxClaimWait.Milliseconds() {
+		return queue.ClaimParams{}, 0, badRequest("wait_ms", "must be between 0 and %d", maxClaimWait.Milliseconds())
+	}
+	return queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: r.Limit, Lease: lease},
+		time.Duration(r.WaitMs) * time.Millisecond, nil
+}
+
+// workerName is the calling worker's identity: its token's name.
+func workerName(c echo.Context) string {
+	tok, _ := c.Get(tokenKey).(apitoken.Token)
+	return tok.Name
+}
