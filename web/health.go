@@ -44,7 +44,12 @@ func (s *server) healthReady(c echo.Context) error {
 	} else if problem := s.schemaProblem(ctx); problem != "" {
 		body.Migrations = problem
 	}
-	if err := checkWritable(s.artifactsDir); err != nil {
+	writable := func() error { return checkWritable(s.artifactsDir) }
+	if s.artifacts != nil {
+		// Where uploads are actually written.
+		writable = s.artifacts.CheckWritable
+	}
+	if err := writable(); err != nil {
 		body.ArtifactStorage = "not writable: " + err.Error()
 	}
 	status := http.StatusOK

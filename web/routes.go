@@ -44,9 +44,13 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/worker/jobs/:id/release", s.workerRelease, worker)
 	api.POST("/worker/jobs/:id/cancelled", s.workerCancelled, worker)
 	api.POST("/worker/jobs/:id/effects", s.workerEffect, worker)
+	api.POST("/worker/jobs/:id/artifacts", s.workerArtifactUpload, worker)
+
+	// Artifact bytes: admin tokens today; the dashboard issue adds sessions.
+	e.GET("/artifacts/:id", s.artifactGet, admin)
+	e.HEAD("/artifacts/:id", s.artifactGet, admin)
 
 	// Later issues add their routes here:
-	//   artifacts (session or admin token): e.GET("/artifacts/:id", …)
 	//   dashboard (sessions, CSRF): e.GET("/login", …), e.POST("/login", …),
 	//     e.GET("/static/*", …), e.GET("/", …), e.GET("/jobs", …), e.GET("/jobs/:id", …),
 	//     e.GET("/dead", …), e.GET("/jobs/new", …), e.GET("/workers", …)

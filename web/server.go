@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	ArtifactsDir string
 	// Metrics is shared with the server's reaper; nil makes a new one.
 	Metrics *Metrics
+	// Artifacts stores and serves screenshots and text artifacts; nil
+	// answers 503 on the artifact routes. When set, /health/ready checks
+	// its storage instead of ArtifactsDir.
+	Artifacts *artifact.Store
 	// Jobs, when set and running, lets remote workers' claims wait for new
 	// jobs (long polling) instead of coming back empty at once.
 	Jobs *queue.JobNotifier
@@ -40,6 +45,7 @@ type server struct {
 	artifactsDir string
 	metrics      *Metrics
 	jobs         *queue.JobNotifier
+	artifacts    *artifact.Store
 	// versionCheck lets one schema-version check run at a time: the check
 	// waits on golang-migrate's lock, and piled-up probes would hold pool
 	// connections while a migration runs.
@@ -56,6 +62,7 @@ func New(cfg Config) *echo.Echo {
 		artifactsDir: cfg.ArtifactsDir,
 		metrics:      cfg.Metrics,
 		jobs:         cfg.Jobs,
+		artifacts:    cfg.Artifacts,
 		versionCheck: make(chan struct{}, 1),
 	}
 	if s.metrics == nil {

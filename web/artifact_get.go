@@ -1,0 +1,68 @@
+package web
+
+import (
+	"errors"
+	"io/fs"
+	"mime"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// errNoArtifactStorage answers the artifact routes of a server configured
+// without storage.
+var errNoArtifactStorage = &apiError{Status: http.StatusServiceUnavailable, Message: "artifact storage is not configured"}
+
+// artifactGet serves an artifact's bytes. Only admin tokens reach it today;
+// the dashboard issue lets signed-in users (sessions) in as well.
+//
+// The bytes come from workers, so the answer is hardened for a browser
+// that opens it directly: the stored Content-Type (PNG, JPEG, WebP or
+// plain text; checked by content at upload) with nosniff, a CSP that lets
+// nothing load or run, and text as a download, never rendered. Files are
+// content-addressed, so they never change and can be cached for good.
+func (s *server) artifactGet(c echo.Context) error {
+	if s.artifacts == nil {
+		return errNoArtifactStorage
+	}
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	a, f, err := s.artifacts.Open(c.Request().Context(), id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return &apiError{Status: http.StatusNotFound, Message: "artifact not found"}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// The row outlived its file (removed by hand, or a lost disk).
+		s.logger.Warn("artifact file missing", "artifact_id", id, "err", err)
+		return &apiError{Status: http.StatusNotFound, Message: "artifact file is missing"}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, a.ContentType)
+	h.Set(echo.HeaderXContentTypeOptions, "nosniff")
+	h.Set(echo.HeaderContentSecurityPolicy, "default-src 'none'; sandbox")
+	h.Set("Cache-Control", "private, max-age=31536000, immutable")
+	h.Set("ETag", `"`+a.SHA256+`"`)
+	disposition := "inline"
+	if a.Kind == queue.ArtifactText {
+		disposition = "attachment"
+	}
+	// FormatMediaType quotes the name, or encodes it (RFC 2231) when it is
+	// not plain ASCII; it gives "" for what it cannot encode.
+	if v := mime.FormatMediaType(disposition, map[string]string{"filename": artifact.CleanName(a.Name)}); v != "" {
+		disposition = v
+	}
+	h.Set(echo.HeaderContentDisposition, disposition)
+	// ServeContent answers Range, HEAD and If-None-Match from the file.
+	http.ServeContent(c.Response(), c.Request(), "", a.CreatedAt, f)
+	return nil
+}

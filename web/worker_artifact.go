@@ -1,0 +1,150 @@
+package web
+
+import (
+	"errors"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// leaseTokenHeader carries the lease token of an upload whose parts the
+// worker cannot order (see workerArtifactUpload).
+const leaseTokenHeader = "X-Lease-Token"
+
+// multipartOverhead is what an upload may carry besides the file: part
+// headers, boundaries and the lease_token field.
+const multipartOverhead = 64 << 10
+
+// workerArtifactUpload stores a screenshot or text file of the attempt
+// that the lease token names: 201 with the artifact, 409 "lease lost" when
+// the token is not current, 413 too large, 415 not an acceptable image
+// or text, 400 for a malformed body.
+//
+// The body is multipart/form-data and is streamed, never buffered: the
+// file goes straight to storage as it arrives, and its record is fenced by
+// the lease. So the field lease_token must come BEFORE the part file (the
+// order of the form's fields), or be sent in the X-Lease-Token header, in
+// which case the file part may come first. Other parts are skipped.
+func (s *server) workerArtifactUpload(c echo.Context) error {
+	if s.artifacts == nil {
+		return errNoArtifactStorage
+	}
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	req := c.Request()
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, s.artifacts.Limits().MaxBytes()+multipartOverhead)
+	mr, err := req.MultipartReader()
+	if err != nil {
+		return badRequest("", "the body must be multipart/form-data with the fields lease_token and file: %v", err)
+	}
+	l := queue.Lease{JobID: id, WorkerID: workerName(c)}
+	haveToken := false
+	if v := req.Header.Get(leaseTokenHeader); v != "" {
+		if l.Token, err = parseLeaseToken(v); err != nil {
+			return err
+		}
+		haveToken = true
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return badRequest("file", "is required: a part named file holding the artifact")
+		}
+		if err != nil {
+			return uploadReadError(err)
+		}
+		switch part.FormName() {
+		case "lease_token":
+			v, err := io.ReadAll(io.LimitReader(part, 64))
+			if err != nil {
+				return uploadReadError(err)
+			}
+			tok, err := parseLeaseToken(string(v))
+			if err != nil {
+				return err
+			}
+			if haveToken && tok != l.Token {
+				return badRequest("lease_token", "differs from the %s header", leaseTokenHeader)
+			}
+			l.Token, haveToken = tok, true
+		case "file":
+			if !haveToken {
+				return badRequest("lease_token", "must come before the file part, or be sent in the %s header", leaseTokenHeader)
+			}
+			return s.storeUpload(c, l, part)
+		default:
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				return uploadReadError(err)
+			}
+		}
+	}
+}
+
+// storeUpload streams the file part into storage and answers.
+func (s *server) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part) error {
+	body := &readTracker{r: part}
+	a, err := s.artifacts.Put(c.Request().Context(), l, part.FileName(), body)
+	var rejected *artifact.RejectedError
+	switch {
+	case body.err != nil:
+		// The body broke off or was malformed: the client's doing.
+		return uploadReadError(body.err)
+	case errors.As(err, &rejected):
+		return &apiError{Status: http.StatusUnsupportedMediaType, Field: "file", Message: rejected.Reason}
+	case errors.Is(err, artifact.ErrTooLarge):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Field: "file", Message: err.Error()}
+	case err != nil:
+		// queue.ErrLeaseLost is 409 "lease lost" (the queue has recorded
+		// the refusal on the job), queue.ErrNotFound 404.
+		return err
+	}
+	return c.JSON(http.StatusCreated, newArtifactView(a))
+}
+
+// parseLeaseToken reads a lease token sent as text.
+func parseLeaseToken(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, badRequest("lease_token", "is required")
+	}
+	tok, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("lease_token", "must be an integer")
+	}
+	return tok, nil
+}
+
+// uploadReadError answers a failure to read the request body: 413 past
+// the body limit, 400 for anything else, which is a malformed or
+// interrupted body.
+func uploadReadError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return err
+	}
+	return badRequest("", "malformed multipart body: %v", err)
+}
+
+// readTracker remembers the error of the reader it wraps, so that a body
+// that breaks off is told apart from a storage failure.
+type readTracker struct {
+	r   io.Reader
+	err error
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.err = err
+	}
+	return n, err
+}
