@@ -1,0 +1,424 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+// ledger is an in-memory side-effect ledger shared by the attempts of one
+// job, the way the effects table is.
+type ledger struct {
+	mu      sync.Mutex
+	jobID   int64
+	entries map[string]json.RawMessage // nil value: started, not done
+	lost    bool                       // every write is refused as from a stale lease
+}
+
+func newLedger(jobID int64) *ledger {
+	return &ledger{jobID: jobID, entries: map[string]json.RawMessage{}}
+}
+
+// fakeReporter records what an attempt reports. It is a worker.Reporter
+// without a database.
+type fakeReporter struct {
+	ledger       *ledger
+	artifactErr  error
+	artifactSeen chan string // when set, receives each artifact's name
+
+	mu        sync.Mutex
+	progress  []string
+	artifacts map[string][]byte
+	names     []string
+}
+
+func newReporter(l *ledger) *fakeReporter {
+	return &fakeReporter{ledger: l, artifacts: map[string][]byte{}}
+}
+
+func (f *fakeReporter) Progress(_ context.Context, _ float64, message string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.progress = append(f.progress, message)
+	return nil
+}
+
+func (f *fakeReporter) Artifact(_ context.Context, name string, r io.Reader) (queue.Artifact, error) {
+	if f.artifactErr != nil {
+		return queue.Artifact{}, f.artifactErr
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return queue.Artifact{}, err
+	}
+	f.mu.Lock()
+	f.artifacts[name] = b
+	f.names = append(f.names, name)
+	f.mu.Unlock()
+	if f.artifactSeen != nil {
+		f.artifactSeen <- name
+	}
+	return queue.Artifact{Name: name, Size: int64(len(b))}, nil
+}
+
+func (f *fakeReporter) StartEffect(_ context.Context, key string) (queue.EffectStart, error) {
+	l := f.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return queue.EffectStart{}, queue.ErrLeaseLost
+	}
+	start := queue.EffectStart{IdempotencyKey: queue.IdempotencyKey(l.jobID, key)}
+	if result, ok := l.entries[key]; ok && result != nil {
+		start.Done, start.Result = true, result
+		return start, nil
+	}
+	l.entries[key] = nil
+	return start, nil
+}
+
+func (f *fakeReporter) FinishEffect(_ context.Context, key string, result json.RawMessage) error {
+	l := f.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return queue.ErrLeaseLost
+	}
+	if len(result) == 0 {
+		result = json.RawMessage(`{}`)
+	}
+	l.entries[key] = result
+	return nil
+}
+
+// Effect mirrors the worker's: start, perform unless done, finish.
+func (f *fakeReporter) Effect(ctx context.Context, key string, fn worker.EffectFunc) (json.RawMessage, error) {
+	start, err := f.StartEffect(ctx, key)
+	if err != nil || start.Done {
+		return start.Result, err
+	}
+	result, err := fn(ctx, start.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	return result, f.FinishEffect(ctx, key, result)
+}
+
+func simJob(id int64, attempt int32, sim string) queue.Job {
+	return queue.Job{
+		ID: id, Attempt: attempt, Kind: "app_investigation",
+		Payload: json.RawMessage(`{"app":"com.example.notes","sim":` + sim + `}`),
+	}
+}
+
+func runSim(t *testing.T, job queue.Job, r *fakeReporter) (map[string]any, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := Sim{}.Run(ctx, job, r)
+	if err != nil {
+		return nil, err
+	}
+	var result map[string]any
+	if err := json.Unmarshal(raw, &result); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return result, nil
+}
+
+func TestSimScreenshots(t *testing.T) {
+	t.Parallel()
+	r := newReporter(newLedger(42))
+	result, err := runSim(t, simJob(42, 1, `{"steps":3,"step_ms":0}`), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"step-01.png", "step-02.png", "step-03.png"}; strings.Join(r.names, ",") != strings.Join(want, ",") {
+		t.Fatalf("artifacts %v, want %v", r.names, want)
+	}
+	if len(r.progress) != 3 {
+		t.Fatalf("%d progress events, want 3", len(r.progress))
+	}
+	if result["screenshots"] != 3.0 || result["warnings"] != nil {
+		t.Fatalf("result %v", result)
+	}
+	seen := map[string]string{}
+	for _, name := range r.names {
+		b := r.artifacts[name]
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := img.Bounds().Size(); got.X != ScreenWidth || got.Y != ScreenHeight {
+			t.Fatalf("%s is %v, want %dx%d", name, got, ScreenWidth, ScreenHeight)
+		}
+		if other, ok := seen[string(b)]; ok {
+			t.Fatalf("%s is the same image as %s", name, other)
+		}
+		seen[string(b)] = name
+	}
+
+	again := newReporter(newLedger(42))
+	if _, err := runSim(t, simJob(42, 1, `{"steps":3,"step_ms":0}`), again); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range r.names {
+		if !bytes.Equal(r.artifacts[name], again.artifacts[name]) {
+			t.Fatalf("%s differs between two runs of the same job", name)
+		}
+	}
+}
+
+func TestScreenDiffers(t *testing.T) {
+	t.Parallel()
+	base := Screen{JobID: 7, Attempt: 1, App: "com.example.notes", Step: 2, Steps: 3}
+	a, err := base.PNG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Screen{
+		{JobID: 8, Attempt: 1, App: "com.example.notes", Step: 2, Steps: 3},
+		{JobID: 7, Attempt: 2, App: "com.example.notes", Step: 2, Steps: 3},
+		{JobID: 7, Attempt: 1, App: "com.example.mail", Step: 2, Steps: 3},
+	} {
+		b, err := s.PNG()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(a, b) {
+			t.Fatalf("%+v renders like %+v", s, base)
+		}
+	}
+	if got, want := base.Label(), "job 7 · attempt 1 · step 2/3"; got != want {
+		t.Fatalf("label %q, want %q", got, want)
+	}
+}
+
+func TestSimFailAttempts(t *testing.T) {
+	t.Parallel()
+	l := newLedger(1)
+	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newReporter(l))
+	if err == nil || worker.IsPermanent(err) {
+		t.Fatalf("attempt 1: %v, want a retryable failure", err)
+	}
+	if _, err := runSim(t, simJob(1, 2, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newReporter(l)); err != nil {
+		t.Fatalf("attempt 2: %v", err)
+	}
+}
+
+func TestSimPermanent(t *testing.T) {
+	t.Parallel()
+	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"permanent":true}`), newReporter(newLedger(1)))
+	if !worker.IsPermanent(err) {
+		t.Fatalf("%v, want a permanent failure", err)
+	}
+}
+
+func TestSimHangStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	r := newReporter(newLedger(1))
+	r.artifactSeen = make(chan string, 100)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stopped := errors.New("lease lost by heartbeat")
+	done := make(chan error, 1)
+	go func() {
+		_, err := Sim{}.Run(ctx, simJob(1, 1, `{"steps":2,"step_ms":1,"hang":true}`), r)
+		done <- err
+	}()
+	// Past its 2 nominal steps it keeps going, with a screenshot about
+	// once a second (step 1000 at 1 ms a step).
+	for range 3 {
+		select {
+		case <-r.artifactSeen:
+		case err := <-done:
+			t.Fatalf("hang returned %v before it was stopped", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no screenshots from a hanging job")
+		}
+	}
+	cancel(stopped)
+	select {
+	case err := <-done:
+		if !errors.Is(err, stopped) {
+			t.Fatalf("%v, want the cancel cause", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("hang did not stop on cancel")
+	}
+}
+
+// effectServer counts POSTs and records their Idempotency-Key headers.
+type effectServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	keys   []string
+	bodies []map[string]any
+	status int
+}
+
+func newEffectServer(t *testing.T) *effectServer {
+	s := &effectServer{status: http.StatusCreated}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(req.Body).Decode(&body)
+		s.mu.Lock()
+		s.keys = append(s.keys, req.Header.Get("Idempotency-Key"))
+		s.bodies = append(s.bodies, body)
+		status := s.status
+		s.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *effectServer) calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...)
+}
+
+func TestSimEffectOnceAcrossAttempts(t *testing.T) {
+	t.Parallel()
+	srv := newEffectServer(t)
+	l := newLedger(42)
+	sim := `{"steps":2,"step_ms":0,"fail_attempts":1,"effect_url":"` + srv.URL + `/notify"}`
+
+	if _, err := runSim(t, simJob(42, 1, sim), newReporter(l)); err == nil || worker.IsPermanent(err) {
+		t.Fatalf("attempt 1: %v, want a retryable failure", err)
+	}
+	if got := srv.calls(); len(got) != 1 || got[0] != "42:sim-effect" {
+		t.Fatalf("after attempt 1 the server saw %q, want one call with 42:sim-effect", got)
+	}
+	if body := srv.bodies[0]; body["job_id"] != 42.0 || body["attempt"] != 1.0 || body["app"] != "com.example.notes" {
+		t.Fatalf("body %v", body)
+	}
+
+	result, err := runSim(t, simJob(42, 2, sim), newReporter(l))
+	if err != nil {
+		t.Fatalf("attempt 2: %v", err)
+	}
+	if got := srv.calls(); len(got) != 1 {
+		t.Fatalf("the server saw %d calls, want exactly 1", len(got))
+	}
+	effect, _ := result["effect"].(map[string]any)
+	if effect["status"] != 201.0 {
+		t.Fatalf("result %v, want the recorded effect", result)
+	}
+}
+
+func TestSimEffectFailureRetries(t *testing.T) {
+	t.Parallel()
+	srv := newEffectServer(t)
+	srv.status = http.StatusBadGateway
+	l := newLedger(5)
+	sim := `{"steps":1,"step_ms":0,"effect_url":"` + srv.URL + `"}`
+	_, err := runSim(t, simJob(5, 1, sim), newReporter(l))
+	if err == nil || worker.IsPermanent(err) || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("attempt 1: %v, want a retryable failure naming the status", err)
+	}
+	srv.mu.Lock()
+	srv.status = http.StatusOK
+	srv.mu.Unlock()
+	if _, err := runSim(t, simJob(5, 2, sim), newReporter(l)); err != nil {
+		t.Fatalf("attempt 2: %v", err)
+	}
+	// A failed call is not done: the next attempt calls again, with the
+	// same key for the receiver to recognise.
+	if got := srv.calls(); len(got) != 2 || got[0] != got[1] || got[0] != "5:sim-effect" {
+		t.Fatalf("calls %q", got)
+	}
+}
+
+func TestSimEffectLeaseLost(t *testing.T) {
+	t.Parallel()
+	srv := newEffectServer(t)
+	l := newLedger(5)
+	l.lost = true
+	if _, err := runSim(t, simJob(5, 1, `{"steps":1,"step_ms":0,"effect_url":"`+srv.URL+`"}`), newReporter(l)); err != nil {
+		t.Fatalf("%v: a lost lease is the heartbeat's to act on", err)
+	}
+	if got := srv.calls(); len(got) != 0 {
+		t.Fatalf("calls %q without a lease", got)
+	}
+}
+
+func TestSimEffectURLInvalid(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"ftp://example.com/x", "http://", "example.com/hook", "://"} {
+		t.Run(u, func(t *testing.T) {
+			t.Parallel()
+			_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"effect_url":"`+u+`"}`), newReporter(newLedger(1)))
+			if !worker.IsPermanent(err) {
+				t.Fatalf("%v, want a permanent failure", err)
+			}
+		})
+	}
+}
+
+func TestSimUploadFailure(t *testing.T) {
+	t.Parallel()
+	t.Run("Warns", func(t *testing.T) {
+		t.Parallel()
+		r := newReporter(newLedger(1))
+		r.artifactErr = errors.New("disk full")
+		result, err := runSim(t, simJob(1, 1, `{"steps":3,"step_ms":0}`), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings, _ := result["warnings"].([]any)
+		if len(warnings) != 1 || !strings.Contains(warnings[0].(string), "disk full") || result["screenshots_failed"] != 3.0 {
+			t.Fatalf("result %v, want one warning about 3 failed uploads", result)
+		}
+	})
+	t.Run("LeaseLost", func(t *testing.T) {
+		t.Parallel()
+		r := newReporter(newLedger(1))
+		r.artifactErr = queue.ErrLeaseLost
+		result, err := runSim(t, simJob(1, 1, `{"steps":2,"step_ms":0}`), r)
+		if err != nil || result["warnings"] != nil {
+			t.Fatalf("result %v, err %v", result, err)
+		}
+	})
+}
+
+func TestShootsAt(t *testing.T) {
+	t.Parallel()
+	shots := 0
+	for step := 1; step <= 200; step++ {
+		if shootsAt(step, 3, 50, true) {
+			shots++
+		}
+	}
+	// 3 nominal steps, then every 20th of 50 ms: one a second.
+	if shots != 3+10 {
+		t.Fatalf("%d screenshots in 200 hanging steps, want 13", shots)
+	}
+	for step := 1; step <= 100; step++ {
+		if !shootsAt(step, 100, 0, false) {
+			t.Fatalf("finite step %d took no screenshot", step)
+		}
+	}
+}
+
+func BenchmarkScreenPNG(b *testing.B) {
+	s := Screen{JobID: 42, Attempt: 2, App: "com.example.notes", Step: 2, Steps: 3}
+	for b.Loop() {
+		if _, err := s.PNG(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
