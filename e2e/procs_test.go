@@ -50,12 +50,14 @@ func TestMain(m *testing.M) {
 // env is one isolated Leasehold installation: its own database, a server
 // process and any number of worker processes.
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	dbURL  string
-	pool   *pgxpool.Pool
-	token  string
-	apiURL string
+	t         *testing.T
+	ctx       context.Context
+	dbURL     string
+	pool      *pgxpool.Pool
+	token     string
+	apiURL    string
+	addr      string // the server's, kept across restarts
+	artifacts string // the server's artifact storage
 }
 
 func newEnv(t *testing.T) *env {
@@ -135,17 +137,21 @@ func (p *proc) alive() bool {
 	}
 }
 
-// startServer runs the server on a free port and waits until it is ready.
+// startServer runs the server and waits until it is ready: on a free port
+// the first time, on the same one after that.
 func (e *env) startServer() *proc {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
+	if e.addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.addr = ln.Addr().String()
+		ln.Close()
+		e.apiURL = "http://" + e.addr
+		e.artifacts = e.t.TempDir()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e.apiURL = "http://" + addr
-	p := e.spawn("server", nil, "LEASEHOLD_ADDR="+addr, "LEASEHOLD_ARTIFACTS="+e.t.TempDir())
+	p := e.spawn("server", nil, "LEASEHOLD_ADDR="+e.addr, "LEASEHOLD_ARTIFACTS="+e.artifacts)
 	e.eventually("server ready", 30*time.Second, func() bool {
 		resp, err := http.Get(e.apiURL + "/health/ready")
 		if err != nil {

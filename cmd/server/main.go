@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
@@ -89,11 +90,11 @@ func serve(args []string) error {
 			return fmt.Errorf("registering LEASEHOLD_API_TOKEN: %w", err)
 		}
 	}
-	if err := os.MkdirAll(*artifacts, 0o750); err != nil {
-		return fmt.Errorf("creating artifact storage: %w", err)
-	}
-
 	client := queue.NewClient(pool, logger)
+	store, err := artifact.New(*artifacts, client, artifact.Limits{})
+	if err != nil {
+		return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+	}
 	if *demo {
 		if err := submitDemo(ctx, client); err != nil {
 			return err
@@ -108,7 +109,7 @@ func serve(args []string) error {
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs,
+		Jobs: jobs, Artifacts: store,
 	})
 	srv := &http.Server{
 		Handler:           handler,

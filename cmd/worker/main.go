@@ -4,16 +4,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
 	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
 
@@ -41,6 +42,7 @@ func run(args []string) error {
 		token       = fs.String("token", "", "worker token for --server-url")
 		artifacts   = fs.String("artifacts", "./.leasehold/artifacts", "where screenshots are stored")
 		grace       = fs.Duration("grace", 30*time.Second, "how long running jobs may finish after SIGTERM before their leases are released")
+		killGrace   = fs.Duration("kill-grace", 10*time.Second, "how long an exec command has between SIGTERM and SIGKILL when its attempt must stop")
 		poll        = fs.Duration("poll", time.Second, "fallback claim period when no notification arrives")
 		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
@@ -48,13 +50,12 @@ func run(args []string) error {
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	_ = artifacts // screenshots arrive with the artifact store
 	logger := cli.NewLogger(*logFormat)
 
-	if *execName == "exec" || *execCmd != "" {
-		return errors.New("--executor exec is not built yet; use sim or noop")
+	if *execCmd != "" && *execName != "exec" {
+		return fmt.Errorf("--exec is for --executor exec, not %s", *execName)
 	}
-	exec, err := executor.New(*execName)
+	exec, err := executor.New(*execName, executor.Options{Exec: *execCmd, KillGrace: *killGrace, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,13 @@ func run(args []string) error {
 			return err
 		}
 		defer pool.Close()
-		w = worker.NewDirect(pool, nil, cfg)
+		// The same storage the server reads: its LEASEHOLD_ARTIFACTS on a
+		// shared host or volume.
+		store, err := artifact.New(*artifacts, queue.NewClient(pool, logger), artifact.Limits{})
+		if err != nil {
+			return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+		}
+		w = worker.NewDirect(pool, store, cfg)
 	}
 	return w.Run(ctx)
 }

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// workerToken creates a worker token with the server's own command and
+// returns the secret, which it prints alone on its last line.
+func (e *env) workerToken(name string) string {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "server"), "token", "create", "--role", "worker", "--name", name)
+	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+e.dbURL)
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("server token create: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func (e *env) startRemoteWorker(name, token string, args ...string) *proc {
+	e.t.Helper()
+	return e.spawn("worker "+name, append([]string{"--server-url", e.apiURL, "--token", token}, args...))
+}
+
+// A worker at home reaches only the server. The server dies and comes
+// back within the lease: the job goes on and succeeds in its one attempt.
+// The server stays away longer than the lease: the worker stops the job
+// before its lease could have run out, and writes nothing stale after.
+func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	server := e.startServer()
+	token := e.workerToken("home-1")
+	w := e.startRemoteWorker("home-1", token, "--lease", "4s", "--heartbeat", "500ms")
+
+	short := e.submit(map[string]any{"app": "com.example.short", "sim": map[string]any{"steps": 6, "step_ms": 500}})
+	e.eventually("the worker runs the job", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running' AND lease_owner = 'home-1'", short) == 1
+	})
+	server.signal(t, syscall.SIGKILL)
+	_ = server.wait(t, 10*time.Second)
+	time.Sleep(time.Second)
+	server = e.startServer()
+	e.eventually("the job succeeds after the restart", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", short) == 1
+	})
+	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1", short); n != 1 {
+		t.Fatalf("%d attempts, want the one that rode out the restart", n)
+	}
+
+	long := e.submit(map[string]any{"app": "com.example.long", "sim": map[string]any{"steps": 40, "step_ms": 250}})
+	e.eventually("the worker runs the long job", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running' AND lease_owner = 'home-1'", long) == 1
+	})
+	server.signal(t, syscall.SIGKILL)
+	_ = server.wait(t, 10*time.Second)
+	e.eventually("the worker fences itself", 15*time.Second, func() bool {
+		return strings.Contains(w.out.String(), "fencing: lease could not be renewed in time")
+	})
+	var fencedBefore bool
+	if err := e.pool.QueryRow(e.ctx, "SELECT lease_until > now() FROM jobs WHERE id = $1", long).Scan(&fencedBefore); err != nil {
+		t.Fatal(err)
+	}
+	if !fencedBefore {
+		t.Fatal("the worker stopped the job only after its lease had run out")
+	}
+	e.startServer()
+	e.eventually("the long job is reclaimed", 20*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", long) == 1
+	})
+	if n := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'stale_write_refused'", long); n != 0 {
+		t.Fatalf("the fenced worker still tried %d stale writes", n)
+	}
+	if !w.alive() {
+		t.Fatal("the worker exited during the outage")
+	}
+}
