@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"fmt"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,5 +84,82 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	}
 	if !w.alive() {
 		t.Fatal("the worker exited during the outage")
+	}
+}
+
+// A worker at home runs the sim: each step's screenshot reaches the
+// server and is served as a PNG. The job's first attempt performs its
+// external effect and then fails; the second succeeds without performing
+// it again: the receiver sees one call, carrying the job's key.
+func TestRemoteSimScreenshotsAndEffectOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startServer()
+	var mu sync.Mutex
+	var keys []string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer receiver.Close()
+	e.startRemoteWorker("home-2", e.workerToken("home-2"), "--lease", "5s")
+	id := e.submit(map[string]any{"app": "com.example.notes", "sim": map[string]any{
+		"steps": 3, "step_ms": 100, "fail_attempts": 1, "effect_url": receiver.URL,
+	}})
+	e.eventually("the job succeeds on its second attempt", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND attempt = 2", id) == 1
+	})
+	mu.Lock()
+	got := append([]string(nil), keys...)
+	mu.Unlock()
+	if want := fmt.Sprintf("%d:sim-effect", id); len(got) != 1 || got[0] != want {
+		t.Fatalf("the receiver saw %q, want one call with %q", got, want)
+	}
+
+	var detail struct {
+		Artifacts []struct {
+			ID          int64  `json:"id"`
+			Attempt     int32  `json:"attempt"`
+			ContentType string `json:"content_type"`
+			URL         string `json:"url"`
+		} `json:"artifacts"`
+		Effects []struct{ Key, State string } `json:"effects"`
+	}
+	if code := e.api("GET", fmt.Sprintf("/api/v1/jobs/%d", id), nil, &detail); code != 200 {
+		t.Fatalf("job detail: HTTP %d", code)
+	}
+	perAttempt := map[int32]int{}
+	for _, a := range detail.Artifacts {
+		if a.ContentType == "image/png" {
+			perAttempt[a.Attempt]++
+		}
+	}
+	if perAttempt[1] != 3 || perAttempt[2] != 3 {
+		t.Fatalf("screenshots per attempt %v, want 3 each (one per step)", perAttempt)
+	}
+	if len(detail.Effects) != 1 || detail.Effects[0].State != "done" {
+		t.Fatalf("effects %+v", detail.Effects)
+	}
+	req, _ := http.NewRequest("GET", e.apiURL+detail.Artifacts[0].URL, nil)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	img, err := png.Decode(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" ||
+		resp.Header.Get("X-Content-Type-Options") != "nosniff" || err != nil {
+		t.Fatalf("screenshot served %d %q nosniff=%q, decodes: %v", resp.StatusCode,
+			resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"), err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		t.Fatalf("screenshot is %v", b)
+	}
+	req.Header.Del("Authorization")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("screenshot without a token: %v %v", resp.StatusCode, err)
 	}
 }
