@@ -54,3 +54,30 @@ func IsPermanent(err error) bool {
 	var p permanentError
 	return errors.As(err, &p)
 }
+
+// Ledger is the step-by-step side-effect ledger of one attempt.
+type Ledger interface {
+	StartEffect(ctx context.Context, key string) (queue.EffectStart, error)
+	FinishEffect(ctx context.Context, key string, result json.RawMessage) error
+}
+
+// RunEffect performs fn at most once for the job under key, across all
+// its attempts: when an earlier attempt recorded the effect done, fn is
+// not called and the recorded result comes back. One gap no ledger can
+// close: a crash after fn's external call and before FinishEffect; the
+// next attempt calls again, with the same idempotency key, so the
+// receiver can drop the repeat.
+func RunEffect(ctx context.Context, l Ledger, key string, fn EffectFunc) (json.RawMessage, error) {
+	start, err := l.StartEffect(ctx, key)
+	if err != nil || start.Done {
+		return start.Result, err
+	}
+	result, err := fn(ctx, start.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(result) == 0 {
+		result = json.RawMessage(`{}`)
+	}
+	return result, l.FinishEffect(ctx, key, result)
+}

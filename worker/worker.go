@@ -317,21 +317,7 @@ func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawM
 	return r.backend.FinishEffect(ctx, r.lease, key, result)
 }
 
-// Effect performs fn at most once for the job under key, across all its
-// attempts. One gap no ledger can close: a crash after fn's external call
-// and before FinishEffect; the next attempt calls again, with the same
-// idempotency key, so the receiver can drop the repeat.
+// Effect performs fn at most once for the job under key: see RunEffect.
 func (r reporter) Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error) {
-	start, err := r.StartEffect(ctx, key)
-	if err != nil || start.Done {
-		return start.Result, err
-	}
-	result, err := fn(ctx, start.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
-	if len(result) == 0 {
-		result = json.RawMessage(`{}`)
-	}
-	return result, r.FinishEffect(ctx, key, result)
+	return RunEffect(ctx, r, key, fn)
 }
