@@ -27,14 +27,14 @@ type execRunResult struct {
 
 // setup returns an Exec running execHelperCommand(mode, args...), a job for
 // it and a fake reporter.
-func setupExec(t *testing.T, grace time.Duration, mode string, args ...string) (*Exec, queue.Job, *execReporter) {
+func setupExec(t *testing.T, grace time.Duration, mode string, args ...string) (*Exec, queue.Job, *fakeReporter) {
 	t.Helper()
 	e, err := NewExec(execHelperCommand(mode, args...), grace, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := queue.Job{ID: 42, Kind: "app_investigation", Attempt: 3, LeaseToken: 77, Payload: json.RawMessage(`{"app":"com.example.notes"}`)}
-	return e, job, newExecReporter(job.ID)
+	return e, job, newFakeReporter(job.ID, newFakeLedger())
 }
 
 func decodeExecResult(t *testing.T, raw json.RawMessage, v any) {
@@ -108,7 +108,7 @@ func TestExecEvents(t *testing.T) {
 		t.Errorf("result = %s, want the last result line", raw)
 	}
 	progress, _, _ := r.snapshot()
-	want := []execProgressCall{{0.25, "opened settings"}, {0.25, "no fraction"}, {0.5, ""}}
+	want := []fakeProgress{{0.25, "opened settings"}, {0.25, "no fraction"}, {0.5, ""}}
 	if !slices.Equal(progress, want) {
 		t.Errorf("progress = %v, want %v", progress, want)
 	}
@@ -212,11 +212,8 @@ func TestExecArtifacts(t *testing.T) {
 	if _, n := r.artifact("ui.XML"); n != 1 {
 		t.Errorf("ui.XML uploaded %d times", n)
 	}
-	_, arts, refused := r.snapshot()
-	var names []string
-	for _, a := range arts {
-		names = append(names, a.name)
-	}
+	_, _, refused := r.snapshot()
+	names := r.artifactNames()
 	for _, name := range []string{"other.bin", ".hidden.png", "nested.png", "sub/nested.png", "sub"} {
 		if slices.Contains(names, name) {
 			t.Errorf("%s uploaded; want it ignored (uploads: %q)", name, names)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"image/png"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,104 +16,6 @@ import (
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
-
-// ledger is an in-memory side-effect ledger shared by the attempts of one
-// job, the way the effects table is.
-type ledger struct {
-	mu      sync.Mutex
-	jobID   int64
-	entries map[string]json.RawMessage // nil value: started, not done
-	lost    bool                       // every write is refused as from a stale lease
-}
-
-func newLedger(jobID int64) *ledger {
-	return &ledger{jobID: jobID, entries: map[string]json.RawMessage{}}
-}
-
-// fakeReporter records what an attempt reports. It is a worker.Reporter
-// without a database.
-type fakeReporter struct {
-	ledger       *ledger
-	artifactErr  error
-	artifactSeen chan string // when set, receives each artifact's name
-
-	mu        sync.Mutex
-	progress  []string
-	artifacts map[string][]byte
-	names     []string
-}
-
-func newReporter(l *ledger) *fakeReporter {
-	return &fakeReporter{ledger: l, artifacts: map[string][]byte{}}
-}
-
-func (f *fakeReporter) Progress(_ context.Context, _ float64, message string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.progress = append(f.progress, message)
-	return nil
-}
-
-func (f *fakeReporter) Artifact(_ context.Context, name string, r io.Reader) (queue.Artifact, error) {
-	if f.artifactErr != nil {
-		return queue.Artifact{}, f.artifactErr
-	}
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return queue.Artifact{}, err
-	}
-	f.mu.Lock()
-	f.artifacts[name] = b
-	f.names = append(f.names, name)
-	f.mu.Unlock()
-	if f.artifactSeen != nil {
-		f.artifactSeen <- name
-	}
-	return queue.Artifact{Name: name, Size: int64(len(b))}, nil
-}
-
-func (f *fakeReporter) StartEffect(_ context.Context, key string) (queue.EffectStart, error) {
-	l := f.ledger
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return queue.EffectStart{}, queue.ErrLeaseLost
-	}
-	start := queue.EffectStart{IdempotencyKey: queue.IdempotencyKey(l.jobID, key)}
-	if result, ok := l.entries[key]; ok && result != nil {
-		start.Done, start.Result = true, result
-		return start, nil
-	}
-	l.entries[key] = nil
-	return start, nil
-}
-
-func (f *fakeReporter) FinishEffect(_ context.Context, key string, result json.RawMessage) error {
-	l := f.ledger
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return queue.ErrLeaseLost
-	}
-	if len(result) == 0 {
-		result = json.RawMessage(`{}`)
-	}
-	l.entries[key] = result
-	return nil
-}
-
-// Effect mirrors the worker's: start, perform unless done, finish.
-func (f *fakeReporter) Effect(ctx context.Context, key string, fn worker.EffectFunc) (json.RawMessage, error) {
-	start, err := f.StartEffect(ctx, key)
-	if err != nil || start.Done {
-		return start.Result, err
-	}
-	result, err := fn(ctx, start.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
-	return result, f.FinishEffect(ctx, key, result)
-}
 
 func simJob(id int64, attempt int32, sim string) queue.Job {
 	return queue.Job{
@@ -140,23 +41,25 @@ func runSim(t *testing.T, job queue.Job, r *fakeReporter) (map[string]any, error
 
 func TestSimScreenshots(t *testing.T) {
 	t.Parallel()
-	r := newReporter(newLedger(42))
+	r := newFakeReporter(42, newFakeLedger())
 	result, err := runSim(t, simJob(42, 1, `{"steps":3,"step_ms":0}`), r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"step-01.png", "step-02.png", "step-03.png"}; strings.Join(r.names, ",") != strings.Join(want, ",") {
-		t.Fatalf("artifacts %v, want %v", r.names, want)
+	names := r.artifactNames()
+	if want := []string{"step-01.png", "step-02.png", "step-03.png"}; strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("artifacts %v, want %v", names, want)
 	}
-	if len(r.progress) != 3 {
-		t.Fatalf("%d progress events, want 3", len(r.progress))
+	if progress, _, _ := r.snapshot(); len(progress) != 3 {
+		t.Fatalf("%d progress events, want 3", len(progress))
 	}
 	if result["screenshots"] != 3.0 || result["warnings"] != nil {
 		t.Fatalf("result %v", result)
 	}
 	seen := map[string]string{}
-	for _, name := range r.names {
-		b := r.artifacts[name]
+	for _, name := range names {
+		a, _ := r.artifact(name)
+		b := a.data
 		img, err := png.Decode(bytes.NewReader(b))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -170,12 +73,14 @@ func TestSimScreenshots(t *testing.T) {
 		seen[string(b)] = name
 	}
 
-	again := newReporter(newLedger(42))
+	again := newFakeReporter(42, newFakeLedger())
 	if _, err := runSim(t, simJob(42, 1, `{"steps":3,"step_ms":0}`), again); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range r.names {
-		if !bytes.Equal(r.artifacts[name], again.artifacts[name]) {
+	for _, name := range names {
+		first, _ := r.artifact(name)
+		second, _ := again.artifact(name)
+		if !bytes.Equal(first.data, second.data) {
 			t.Fatalf("%s differs between two runs of the same job", name)
 		}
 	}
@@ -208,19 +113,19 @@ func TestScreenDiffers(t *testing.T) {
 
 func TestSimFailAttempts(t *testing.T) {
 	t.Parallel()
-	l := newLedger(1)
-	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newReporter(l))
+	l := newFakeLedger()
+	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newFakeReporter(1, l))
 	if err == nil || worker.IsPermanent(err) {
 		t.Fatalf("attempt 1: %v, want a retryable failure", err)
 	}
-	if _, err := runSim(t, simJob(1, 2, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newReporter(l)); err != nil {
+	if _, err := runSim(t, simJob(1, 2, `{"steps":1,"step_ms":0,"fail_attempts":1}`), newFakeReporter(1, l)); err != nil {
 		t.Fatalf("attempt 2: %v", err)
 	}
 }
 
 func TestSimPermanent(t *testing.T) {
 	t.Parallel()
-	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"permanent":true}`), newReporter(newLedger(1)))
+	_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"permanent":true}`), newFakeReporter(1, newFakeLedger()))
 	if !worker.IsPermanent(err) {
 		t.Fatalf("%v, want a permanent failure", err)
 	}
@@ -228,8 +133,7 @@ func TestSimPermanent(t *testing.T) {
 
 func TestSimHangStopsOnCancel(t *testing.T) {
 	t.Parallel()
-	r := newReporter(newLedger(1))
-	r.artifactSeen = make(chan string, 100)
+	r := newFakeReporter(1, newFakeLedger())
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	stopped := errors.New("lease lost by heartbeat")
@@ -240,12 +144,19 @@ func TestSimHangStopsOnCancel(t *testing.T) {
 	}()
 	// Past its 2 nominal steps it keeps going, with a screenshot about
 	// once a second (step 1000 at 1 ms a step).
-	for range 3 {
+	const wait = 10 * time.Second
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for shots := 0; shots < 3; {
 		select {
-		case <-r.artifactSeen:
+		case <-r.changed:
+			if n := len(r.artifactNames()); n > shots {
+				shots = n
+				timeout.Reset(wait)
+			}
 		case err := <-done:
 			t.Fatalf("hang returned %v before it was stopped", err)
-		case <-time.After(10 * time.Second):
+		case <-timeout.C:
 			t.Fatal("no screenshots from a hanging job")
 		}
 	}
@@ -294,10 +205,10 @@ func (s *effectServer) calls() []string {
 func TestSimEffectOnceAcrossAttempts(t *testing.T) {
 	t.Parallel()
 	srv := newEffectServer(t)
-	l := newLedger(42)
+	l := newFakeLedger()
 	sim := `{"steps":2,"step_ms":0,"fail_attempts":1,"effect_url":"` + srv.URL + `/notify"}`
 
-	if _, err := runSim(t, simJob(42, 1, sim), newReporter(l)); err == nil || worker.IsPermanent(err) {
+	if _, err := runSim(t, simJob(42, 1, sim), newFakeReporter(42, l)); err == nil || worker.IsPermanent(err) {
 		t.Fatalf("attempt 1: %v, want a retryable failure", err)
 	}
 	if got := srv.calls(); len(got) != 1 || got[0] != "42:sim-effect" {
@@ -307,7 +218,7 @@ func TestSimEffectOnceAcrossAttempts(t *testing.T) {
 		t.Fatalf("body %v", body)
 	}
 
-	result, err := runSim(t, simJob(42, 2, sim), newReporter(l))
+	result, err := runSim(t, simJob(42, 2, sim), newFakeReporter(42, l))
 	if err != nil {
 		t.Fatalf("attempt 2: %v", err)
 	}
@@ -324,16 +235,16 @@ func TestSimEffectFailureRetries(t *testing.T) {
 	t.Parallel()
 	srv := newEffectServer(t)
 	srv.status = http.StatusBadGateway
-	l := newLedger(5)
+	l := newFakeLedger()
 	sim := `{"steps":1,"step_ms":0,"effect_url":"` + srv.URL + `"}`
-	_, err := runSim(t, simJob(5, 1, sim), newReporter(l))
+	_, err := runSim(t, simJob(5, 1, sim), newFakeReporter(5, l))
 	if err == nil || worker.IsPermanent(err) || !strings.Contains(err.Error(), "502") {
 		t.Fatalf("attempt 1: %v, want a retryable failure naming the status", err)
 	}
 	srv.mu.Lock()
 	srv.status = http.StatusOK
 	srv.mu.Unlock()
-	if _, err := runSim(t, simJob(5, 2, sim), newReporter(l)); err != nil {
+	if _, err := runSim(t, simJob(5, 2, sim), newFakeReporter(5, l)); err != nil {
 		t.Fatalf("attempt 2: %v", err)
 	}
 	// A failed call is not done: the next attempt calls again, with the
@@ -346,9 +257,9 @@ func TestSimEffectFailureRetries(t *testing.T) {
 func TestSimEffectLeaseLost(t *testing.T) {
 	t.Parallel()
 	srv := newEffectServer(t)
-	l := newLedger(5)
-	l.lost = true
-	if _, err := runSim(t, simJob(5, 1, `{"steps":1,"step_ms":0,"effect_url":"`+srv.URL+`"}`), newReporter(l)); err != nil {
+	r := newFakeReporter(5, newFakeLedger())
+	r.loseLease()
+	if _, err := runSim(t, simJob(5, 1, `{"steps":1,"step_ms":0,"effect_url":"`+srv.URL+`"}`), r); err != nil {
 		t.Fatalf("%v: a lost lease is the heartbeat's to act on", err)
 	}
 	if got := srv.calls(); len(got) != 0 {
@@ -361,7 +272,7 @@ func TestSimEffectURLInvalid(t *testing.T) {
 	for _, u := range []string{"ftp://example.com/x", "http://", "example.com/hook", "://"} {
 		t.Run(u, func(t *testing.T) {
 			t.Parallel()
-			_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"effect_url":"`+u+`"}`), newReporter(newLedger(1)))
+			_, err := runSim(t, simJob(1, 1, `{"steps":1,"step_ms":0,"effect_url":"`+u+`"}`), newFakeReporter(1, newFakeLedger()))
 			if !worker.IsPermanent(err) {
 				t.Fatalf("%v, want a permanent failure", err)
 			}
@@ -373,7 +284,7 @@ func TestSimUploadFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("Warns", func(t *testing.T) {
 		t.Parallel()
-		r := newReporter(newLedger(1))
+		r := newFakeReporter(1, newFakeLedger())
 		r.artifactErr = errors.New("disk full")
 		result, err := runSim(t, simJob(1, 1, `{"steps":3,"step_ms":0}`), r)
 		if err != nil {
@@ -386,7 +297,7 @@ func TestSimUploadFailure(t *testing.T) {
 	})
 	t.Run("LeaseLost", func(t *testing.T) {
 		t.Parallel()
-		r := newReporter(newLedger(1))
+		r := newFakeReporter(1, newFakeLedger())
 		r.artifactErr = queue.ErrLeaseLost
 		result, err := runSim(t, simJob(1, 1, `{"steps":2,"step_ms":0}`), r)
 		if err != nil || result["warnings"] != nil {
