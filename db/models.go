@@ -201,6 +201,25 @@ type JobCount struct {
 	RefusedTotal     int64
 }
 
+type Session struct {
+	TokenHash  []byte
+	UserID     int64
+	CsrfToken  string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	ExpiresAt  time.Time
+}
+
+type User struct {
+	ID           int64
+	Username     string
+	PasswordHash string
+	FailedLogins int32
+	LockedUntil  *time.Time
+	CreatedAt    time.Time
+	LastLoginAt  *time.Time
+}
+
 type Worker struct {
 	ID        string
 	Device    *string

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/static"
 )
 
 // routes registers every route of the server; read it top to bottom to
@@ -46,12 +49,19 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/worker/jobs/:id/effects", s.workerEffect, worker)
 	api.POST("/worker/jobs/:id/artifacts", s.workerArtifactUpload, worker)
 
-	// Artifact bytes: admin tokens today; the dashboard issue adds sessions.
-	e.GET("/artifacts/:id", s.artifactGet, admin)
-	e.HEAD("/artifacts/:id", s.artifactGet, admin)
+	// Artifact bytes: for signed-in people and admin tokens.
+	artifactAccess := s.requireSessionOrToken(apitoken.RoleAdmin)
+	e.GET("/artifacts/:id", s.artifactGet, artifactAccess)
+	e.HEAD("/artifacts/:id", s.artifactGet, artifactAccess)
 
-	// Later issues add their routes here:
-	//   dashboard (sessions, CSRF): e.GET("/login", …), e.POST("/login", …),
-	//     e.GET("/static/*", …), e.GET("/", …), e.GET("/jobs", …), e.GET("/jobs/:id", …),
-	//     e.GET("/dead", …), e.GET("/jobs/new", …), e.GET("/workers", …)
+	// Dashboard: sign-in is open; every page needs a session, and every
+	// state-changing request must come from this site with the session's
+	// CSRF token.
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
+	e.GET("/login", s.loginPage, s.pageHeaders)
+	e.POST("/login", s.login, s.pageHeaders)
+	pages := e.Group("", s.pageHeaders, s.requireSession)
+	pages.POST("/logout", s.logout)
+	s.listPages(pages) // overview, jobs, dead letters, workers
+	s.jobPages(pages)  // one job, the submit form
 }

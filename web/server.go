@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -34,6 +35,8 @@ type Config struct {
 	// Jobs, when set and running, lets remote workers' claims wait for new
 	// jobs (long polling) instead of coming back empty at once.
 	Jobs *queue.JobNotifier
+	// Auth signs people in to the dashboard.
+	Auth *auth.Service
 }
 
 // server holds the dependencies of every handler.
@@ -45,6 +48,7 @@ type server struct {
 	artifactsDir string
 	metrics      *Metrics
 	jobs         *queue.JobNotifier
+	auth         *auth.Service
 	artifacts    *artifact.Store
 	// versionCheck lets one schema-version check run at a time: the check
 	// waits on golang-migrate's lock, and piled-up probes would hold pool
@@ -62,6 +66,7 @@ func New(cfg Config) *echo.Echo {
 		artifactsDir: cfg.ArtifactsDir,
 		metrics:      cfg.Metrics,
 		jobs:         cfg.Jobs,
+		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
 		versionCheck: make(chan struct{}, 1),
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
@@ -26,6 +27,7 @@ type fixture struct {
 	pool    *pgxpool.Pool
 	queue   *queue.Client
 	tokens  *apitoken.Store
+	auth    *auth.Service
 	metrics *web.Metrics
 	srv     *httptest.Server
 	logs    *syncBuffer
@@ -53,14 +55,14 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	logger := testLogger(logs)
 	f := &fixture{
 		ctx: ctx, pool: pool, queue: queue.NewClient(pool, logger),
-		tokens: apitoken.NewStore(pool), logs: logs,
+		tokens: apitoken.NewStore(pool), auth: auth.New(pool, logger), logs: logs,
 	}
 	f.metrics = web.NewMetrics(f.queue)
 	jobs := queue.NewJobNotifier(pool, logger)
 	go jobs.Run(ctx)
 	f.srv = httptest.NewServer(web.New(web.Config{
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
-		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs,
+		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
 	}))
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(func() {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
@@ -90,6 +91,10 @@ func serve(args []string) error {
 			return fmt.Errorf("registering LEASEHOLD_API_TOKEN: %w", err)
 		}
 	}
+	signIn := auth.New(pool, logger)
+	if err := signIn.Bootstrap(ctx, os.Getenv("LEASEHOLD_ADMIN_PASSWORD")); err != nil {
+		return fmt.Errorf("setting up the admin user: %w", err)
+	}
 	client := queue.NewClient(pool, logger)
 	store, err := artifact.New(*artifacts, client, artifact.Limits{})
 	if err != nil {
@@ -109,7 +114,7 @@ func serve(args []string) error {
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store,
+		Jobs: jobs, Artifacts: store, Auth: signIn,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -1,0 +1,190 @@
+// Package auth signs people in to the dashboard: users with argon2id
+// password hashes, failed sign-ins throttled per account, and sessions
+// whose tokens are stored only as hashes.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// SessionTTL is how long a session lives without use.
+const SessionTTL = 12 * time.Hour
+
+// Errors callers branch on.
+var (
+	// ErrBadCredentials is an unknown user or a wrong password; which one
+	// is not told.
+	ErrBadCredentials = errors.New("wrong username or password")
+	// ErrNoSession means the token names no live session.
+	ErrNoSession = errors.New("no such session")
+)
+
+// ThrottledError means the account is locked for a while after repeated
+// failures.
+type ThrottledError struct{ RetryAfter time.Duration }
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("too many failed sign-ins: try again in %s", e.RetryAfter.Round(time.Second))
+}
+
+var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
+
+// Session is a signed-in user's session.
+type Session struct {
+	UserID    int64
+	Username  string
+	CSRFToken string
+	ExpiresAt time.Time
+}
+
+// Service signs people in and out.
+type Service struct {
+	q      *db.Queries
+	logger *slog.Logger
+	// dummyHash is checked for unknown users, so that an answer's timing
+	// does not tell whether a username exists.
+	dummyHash string
+}
+
+// New returns a Service on pool's database.
+func New(pool *pgxpool.Pool, logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	dummy, _ := HashPassword(RandomPassword())
+	return &Service{q: db.New(pool), logger: logger, dummyHash: dummy}
+}
+
+// Bootstrap makes sure someone can sign in: with password set (from
+// LEASEHOLD_ADMIN_PASSWORD) it becomes the admin user's password; with
+// none and no user at all, a random password is set and logged once.
+func (s *Service) Bootstrap(ctx context.Context, password string) error {
+	if password == "" {
+		n, err := s.q.UserCount(ctx)
+		if err != nil {
+			return fmt.Errorf("counting users: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		password = RandomPassword()
+		s.logger.Warn("created the dashboard user admin with a random password, shown only this once; set LEASEHOLD_ADMIN_PASSWORD to choose it",
+			"username", "admin", "password", password)
+	}
+	return s.SetPassword(ctx, "admin", password)
+}
+
+// SetPassword creates the user or changes its password.
+func (s *Service) SetPassword(ctx context.Context, username, password string) error {
+	if !usernamePattern.MatchString(username) {
+		return fmt.Errorf("username %q: want 1 to 64 letters, digits or _.@-", username)
+	}
+	if len(password) < 8 || len(password) > 1024 {
+		return errors.New("the password must be 8 to 1024 characters")
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return err
+	}
+	if err := s.q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash}); err != nil {
+		return fmt.Errorf("setting password: %w", err)
+	}
+	return nil
+}
+
+// SignIn checks a username and password and opens a new session; it
+// returns the session's token for the cookie. Failures are throttled per
+// account: from the fifth in a row, the account locks for 2^(n-5) s, at
+// most 15 minutes.
+func (s *Service) SignIn(ctx context.Context, username, password string) (string, Session, error) {
+	if !usernamePattern.MatchString(username) || len(password) > 1024 {
+		_, _ = checkPassword(s.dummyHash, password)
+		return "", Session{}, ErrBadCredentials
+	}
+	u, err := s.q.UserByName(ctx, username)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_, _ = checkPassword(s.dummyHash, password)
+		return "", Session{}, ErrBadCredentials
+	}
+	if err != nil {
+		return "", Session{}, fmt.Errorf("reading user: %w", err)
+	}
+	if u.Locked {
+		return "", Session{}, &ThrottledError{RetryAfter: time.Duration(math.Ceil(u.LockedForS)) * time.Second}
+	}
+	ok, err := checkPassword(u.PasswordHash, password)
+	if err != nil {
+		return "", Session{}, err
+	}
+	if !ok {
+		n, err := s.q.UserLoginFailed(ctx, u.ID)
+		if err != nil {
+			return "", Session{}, fmt.Errorf("counting failed sign-in: %w", err)
+		}
+		s.logger.Warn("failed sign-in", "username", username, "failures", n)
+		return "", Session{}, ErrBadCredentials
+	}
+	if err := s.q.UserLoginSucceeded(ctx, u.ID); err != nil {
+		return "", Session{}, fmt.Errorf("recording sign-in: %w", err)
+	}
+	token, csrf := randomToken(), randomToken()
+	err = s.q.SessionCreate(ctx, db.SessionCreateParams{
+		TokenHash: hashToken(token), UserID: u.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
+	})
+	if err != nil {
+		return "", Session{}, fmt.Errorf("creating session: %w", err)
+	}
+	return token, Session{UserID: u.ID, Username: u.Username, CSRFToken: csrf}, nil
+}
+
+// Session returns the live session of token, renewing its expiry.
+func (s *Service) Session(ctx context.Context, token string) (Session, error) {
+	if token == "" || len(token) > 128 {
+		return Session{}, ErrNoSession
+	}
+	h := hashToken(token)
+	row, err := s.q.SessionGet(ctx, h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("reading session: %w", err)
+	}
+	if err := s.q.SessionTouch(ctx, db.SessionTouchParams{TokenHash: h, TtlS: int32(SessionTTL / time.Second)}); err != nil {
+		s.logger.Warn("renewing session", "err", err)
+	}
+	return Session{UserID: row.UserID, Username: row.Username, CSRFToken: row.CsrfToken, ExpiresAt: row.ExpiresAt}, nil
+}
+
+// SignOut ends the session of token.
+func (s *Service) SignOut(ctx context.Context, token string) error {
+	if err := s.q.SessionDelete(ctx, hashToken(token)); err != nil {
+		return fmt.Errorf("ending session: %w", err)
+	}
+	return nil
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}

@@ -1,0 +1,73 @@
+// Leasehold dashboard behaviour, loaded from /static (the CSP allows no
+// inline script). Everything here is progressive: pages work without it.
+(function () {
+  "use strict";
+
+  // The server's clock, so that relative times and countdowns do not
+  // depend on the browser's clock being right.
+  function serverOffset() {
+    var now = document.querySelector("meta[name=server-now]");
+    if (!now) return 0;
+    var t = Date.parse(now.content);
+    return isNaN(t) ? 0 : t - Date.now();
+  }
+  var offset = 0;
+
+  function ago(ms) {
+    var s = Math.round(ms / 1000), future = s < 0;
+    s = Math.abs(s);
+    var out;
+    if (s < 5) return future ? "in a moment" : "just now";
+    if (s < 60) out = s + " s";
+    else if (s < 3600) out = Math.floor(s / 60) + " min";
+    else if (s < 86400) out = Math.floor(s / 3600) + " h";
+    else out = Math.floor(s / 86400) + " d";
+    return future ? "in " + out : out + " ago";
+  }
+
+  // <time datetime="…" data-relative> shows "3 min ago"; the exact time
+  // stays in its title.
+  function relative(root) {
+    root.querySelectorAll("time[data-relative]").forEach(function (el) {
+      var t = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(t)) return;
+      if (!el.title) el.title = el.textContent;
+      el.textContent = ago(Date.now() + offset - t);
+    });
+  }
+
+  // <span data-countdown="deadline"> counts down to a lease deadline.
+  function countdowns(root) {
+    root.querySelectorAll("[data-countdown]").forEach(function (el) {
+      var t = Date.parse(el.getAttribute("data-countdown"));
+      if (isNaN(t)) return;
+      var left = t - (Date.now() + offset);
+      el.textContent = left > 0 ? (left / 1000).toFixed(1) + " s left" : "expired " + ago(-left).replace(" ago", "") + " ago";
+      el.classList.toggle("expired", left <= 0);
+    });
+  }
+
+  // A checkbox with data-select-all checks every box named by its value.
+  function selectAll(ev) {
+    var box = ev.target;
+    if (!box.matches || !box.matches("input[data-select-all]")) return;
+    document.querySelectorAll("input[name='" + box.getAttribute("data-select-all") + "']").forEach(function (b) {
+      b.checked = box.checked;
+    });
+  }
+
+  function tick() { relative(document); countdowns(document); }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    offset = serverOffset();
+    tick();
+    setInterval(tick, 500);
+    document.addEventListener("change", selectAll);
+    // htmx swaps new content in: bring its times to life at once.
+    document.body.addEventListener("htmx:afterSwap", function (ev) {
+      offset = serverOffset();
+      relative(ev.target);
+      countdowns(ev.target);
+    });
+  });
+})();

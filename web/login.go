@@ -1,0 +1,62 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/static"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// loginPage shows the sign-in form; a signed-in user goes on at once.
+func (s *server) loginPage(c echo.Context) error {
+	next := localPath(c.QueryParam("next"))
+	if _, err := s.sessionOf(c); err == nil {
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	return render(c, http.StatusOK, templates.Login(templates.LoginView{CSS: static.URL("app.css"), Next: next}))
+}
+
+// login signs in. The new session replaces any the browser had (the
+// session is rotated), and a sign-in form posted from another site is
+// refused, so nobody can be signed in to someone else's account.
+func (s *server) login(c echo.Context) error {
+	if err := crossOrigin.Check(c.Request()); err != nil {
+		return &apiError{Status: http.StatusForbidden, Message: "cross-site request refused"}
+	}
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, pageBodyLimit)
+	username, password := c.FormValue("username"), c.FormValue("password")
+	next := localPath(c.FormValue("next"))
+	view := templates.LoginView{CSS: static.URL("app.css"), Next: next, Username: username}
+	token, _, err := s.auth.SignIn(c.Request().Context(), username, password)
+	var throttled *auth.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		view.Error = "Too many failed sign-ins for this account. " + throttled.Error()[len("too many failed sign-ins: "):] + "."
+		return render(c, http.StatusTooManyRequests, templates.Login(view))
+	case errors.Is(err, auth.ErrBadCredentials):
+		view.Error, view.Invalid = "Wrong username or password.", true
+		return render(c, http.StatusUnauthorized, templates.Login(view))
+	case err != nil:
+		return err
+	}
+	if old, err := c.Cookie(sessionCookie); err == nil {
+		_ = s.auth.SignOut(c.Request().Context(), old.Value)
+	}
+	setSessionCookie(c, token, 0)
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// logout ends the session.
+func (s *server) logout(c echo.Context) error {
+	if cookie, err := c.Cookie(sessionCookie); err == nil {
+		if err := s.auth.SignOut(c.Request().Context(), cookie.Value); err != nil {
+			return err
+		}
+	}
+	setSessionCookie(c, "", -1)
+	return c.Redirect(http.StatusSeeOther, "/login")
+}

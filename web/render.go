@@ -1,0 +1,31 @@
+package web
+
+import (
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/static"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// render writes a templ component as the HTML response.
+func render(c echo.Context, status int, comp templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return comp.Render(c.Request().Context(), c.Response())
+}
+
+// page is the layout's view model for the signed-in user of c.
+func (s *server) page(c echo.Context, title, nav string) templates.Page {
+	sess := currentSession(c)
+	return templates.Page{
+		Title: title, Nav: nav, User: sess.Username, CSRF: sess.CSRFToken,
+		CSS: static.URL("app.css"), JS: static.URL("app.js"), HTMX: static.URL("htmx.min.js"),
+		Now: time.Now(),
+	}
+}
+
+// isHTMX reports whether c is an htmx request (a partial is wanted).
+func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
