@@ -4,6 +4,7 @@ SHELL := bash
 GO ?= go
 ADDR ?= 127.0.0.1:8080
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
+export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
 .PHONY: run build test check generate bench experiment clean
 
@@ -16,9 +17,9 @@ run: build
 	@trap 'kill 0' EXIT; \
 	LEASEHOLD_ADDR=$(ADDR) bin/server --demo & \
 	until (exec 3<>/dev/tcp/$(subst :,/,$(ADDR))) 2>/dev/null; do sleep 0.3; done; \
-	echo; echo "Leasehold is up at http://$(ADDR)  (API token: $$LEASEHOLD_API_TOKEN)"; \
-	echo "  curl -H 'Authorization: Bearer $$LEASEHOLD_API_TOKEN' http://$(ADDR)/api/v1/stats"; echo; \
-	bin/worker --id sim-worker --concurrency 4 --lease 10s & \
+	echo; echo "Leasehold is up: open http://$(ADDR) and sign in as admin / $$LEASEHOLD_ADMIN_PASSWORD"; \
+	echo "  API: curl -H 'Authorization: Bearer $$LEASEHOLD_API_TOKEN' http://$(ADDR)/api/v1/stats"; echo; \
+	bin/worker --id sim-worker --concurrency 4 --lease 10s --artifacts .leasehold/artifacts & \
 	wait
 
 # Everything CI checks: formatting, vet, staticcheck, generated code in

@@ -18,6 +18,12 @@ type PoolConfig struct {
 	AppName  string
 	MaxConns int32
 	Logger   *slog.Logger
+	// CustomPlans makes PostgreSQL plan every execution with its actual
+	// parameters. The dashboard's and the API's lists filter optionally
+	// ("@state IS NULL OR state = @state"); a cached generic plan cannot
+	// use the index of the filter given and scans the whole table. The
+	// statements stay prepared: only planning is repeated.
+	CustomPlans bool
 }
 
 // Open returns a pool once the target database answers SELECT 1. A server
@@ -31,6 +37,9 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	}
 	if cfg.AppName != "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName
+	}
+	if cfg.CustomPlans {
+		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns

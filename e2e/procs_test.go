@@ -141,6 +141,12 @@ func (p *proc) alive() bool {
 // the first time, on the same one after that.
 func (e *env) startServer() *proc {
 	e.t.Helper()
+	return e.startServerWith()
+}
+
+// startServerWith is startServer with more environment.
+func (e *env) startServerWith(extraEnv ...string) *proc {
+	e.t.Helper()
 	if e.addr == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -151,7 +157,7 @@ func (e *env) startServer() *proc {
 		e.apiURL = "http://" + e.addr
 		e.artifacts = e.t.TempDir()
 	}
-	p := e.spawn("server", nil, "LEASEHOLD_ADDR="+e.addr, "LEASEHOLD_ARTIFACTS="+e.artifacts)
+	p := e.spawn("server", nil, append([]string{"LEASEHOLD_ADDR=" + e.addr, "LEASEHOLD_ARTIFACTS=" + e.artifacts}, extraEnv...)...)
 	e.eventually("server ready", 30*time.Second, func() bool {
 		resp, err := http.Get(e.apiURL + "/health/ready")
 		if err != nil {

@@ -162,7 +162,7 @@ func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func
 			}
 		}
 	}
-	pool, err := db.Open(ctx, db.PoolConfig{URL: url, AppName: "leasehold-server", MaxConns: 32, Logger: logger})
+	pool, err := db.Open(ctx, db.PoolConfig{URL: url, AppName: "leasehold-server", MaxConns: 32, Logger: logger, CustomPlans: true})
 	if err != nil {
 		stopCluster()
 		return nil, nil, err

@@ -1,0 +1,108 @@
+package dbtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ScaleDatabase returns a database holding n jobs with their attempts and
+// events, as a long-lived installation has them: 90% succeeded, 5% dead,
+// 3% pending, 1% running, 1% cancelled, over 1,000 apps, three events per
+// job. It is built once per size and schema (minutes for a million) and
+// kept for later runs; benchmarks only read it.
+func ScaleDatabase(tb testing.TB, n int) string {
+	tb.Helper()
+	setupOnce.Do(func() { setupErr = setup() })
+	if setupErr != nil {
+		tb.Fatalf("preparing test database: %v", setupErr)
+	}
+	name := fmt.Sprintf("%s_scale_%d", template, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		tb.Fatal(err)
+	}
+	if exists {
+		return withDatabase(adminURL, name)
+	}
+	building := name + "_building"
+	for _, sql := range []string{
+		"DROP DATABASE IF EXISTS " + building + " WITH (FORCE)",
+		fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", building, template),
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	start := time.Now()
+	fill, err := pgx.Connect(ctx, withDatabase(adminURL, building))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, sql := range scaleSQL(n) {
+		if _, err := fill.Exec(ctx, sql); err != nil {
+			fill.Close(context.Background())
+			tb.Fatalf("filling %s: %v\n%s", building, err, sql)
+		}
+	}
+	fill.Close(context.Background())
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, name)); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("built %s with %d jobs in %v", name, n, time.Since(start).Round(time.Second))
+	return withDatabase(adminURL, name)
+}
+
+func scaleSQL(n int) []string {
+	return []string{
+		fmt.Sprintf(`
+INSERT INTO jobs (kind, queue, priority, payload, app, state, attempt, max_attempts, counted_attempts,
+                  run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at,
+                  last_error, result, created_at, finished_at)
+SELECT CASE WHEN g %% 10 = 0 THEN 'report' ELSE 'app_investigation' END,
+       CASE WHEN g %% 7 = 0 THEN 'urgent' ELSE 'default' END,
+       0,
+       jsonb_build_object('app', 'com.example.app' || (g %% 1000), 'instructions', 'Open the app and walk through onboarding.'),
+       'com.example.app' || (g %% 1000),
+       st, CASE WHEN st = 'pending' THEN 0 ELSE 1 END, 5, CASE WHEN st = 'dead' THEN 1 ELSE 0 END,
+       created, CASE WHEN st = 'pending' THEN NULL ELSE 'worker-' || (g %% 20) END,
+       CASE WHEN st = 'running' THEN now() + interval '1 hour' WHEN st = 'pending' THEN NULL ELSE created + interval '31 seconds' END,
+       g, 30000,
+       CASE WHEN st = 'pending' THEN NULL ELSE created + interval '1 second' END,
+       CASE WHEN st = 'pending' THEN NULL ELSE created + interval '1 second' END,
+       CASE WHEN st = 'dead' THEN 'sim: the app crashed on the settings screen (step 3)' END,
+       CASE WHEN st = 'succeeded' THEN '{"summary":"investigated"}'::jsonb END,
+       created,
+       CASE WHEN st IN ('succeeded', 'dead', 'cancelled') THEN created + interval '20 seconds' END
+FROM (SELECT g, now() - (%[1]d - g) * interval '1 second' AS created,
+             (CASE WHEN r < 0.90 THEN 'succeeded' WHEN r < 0.95 THEN 'dead' WHEN r < 0.98 THEN 'pending'
+                   WHEN r < 0.99 THEN 'running' ELSE 'cancelled' END)::job_state AS st
+      FROM (SELECT g, random() AS r FROM generate_series(1, %[1]d) g) x) s`, n),
+		fmt.Sprintf(`SELECT setval('lease_token_seq', %d)`, n+1),
+		`INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+SELECT id, 1, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until,
+       CASE WHEN state = 'running' THEN NULL ELSE finished_at END,
+       CASE state WHEN 'succeeded' THEN 'succeeded' WHEN 'dead' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' END::attempt_outcome,
+       last_error
+FROM jobs WHERE attempt >= 1`,
+		`INSERT INTO events (job_id, at, type, attempt, detail)
+SELECT id, created_at, 'created', NULL, jsonb_build_object('kind', kind, 'queue', queue) FROM jobs`,
+		`INSERT INTO events (job_id, at, type, attempt, detail)
+SELECT id, attempt_started_at, 'claimed', 1, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
+FROM jobs WHERE attempt >= 1`,
+		`INSERT INTO events (job_id, at, type, attempt, detail)
+SELECT id, finished_at, state::text, 1, '{}'::jsonb FROM jobs WHERE finished_at IS NOT NULL`,
+		`INSERT INTO workers (id, queues, last_seen) SELECT 'worker-' || g, '{default}', now() - g * interval '10 seconds' FROM generate_series(0, 19) g`,
+		`VACUUM ANALYZE`,
+	}
+}

@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const (
+	chromiumPath  = "/usr/bin/chromium"
+	adminPassword = "browser-test-password"
+)
+
+// browserEnv is a server with a sim worker, and a real headless Chromium.
+type browserEnv struct {
+	*env
+	ctx context.Context // a chromedp context: one browser tab
+}
+
+func newBrowserEnv(t *testing.T) *browserEnv {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("chromium missing (%v): .ci/run installs it", err)
+		}
+		t.Skip("chromium not installed (apt-get install chromium)")
+	}
+	e := newEnv(t)
+	e.startServerWith("LEASEHOLD_ADMIN_PASSWORD=" + adminPassword)
+	e.startWorker("sim", "--concurrency", "4", "--lease", "5s", "--artifacts", e.artifacts)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first Run starts the browser; it must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return &browserEnv{env: e, ctx: ctx}
+}
+
+// do runs browser steps with a time limit.
+func (b *browserEnv) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+func run[T any](b *browserEnv, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+func (b *browserEnv) location() string {
+	b.t.Helper()
+	return run(b, chromedp.Location())
+}
+
+func (b *browserEnv) signIn() {
+	b.t.Helper()
+	b.do(
+		chromedp.Navigate(b.apiURL+"/login"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
+		chromedp.SendKeys(chromedp.CSS("#password"), adminPassword),
+		chromedp.Click(chromedp.CSS("form[data-testid=login-form] button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("[data-testid=current-user]")),
+	)
+}
+
+// waitJS waits until a JavaScript expression is true on the page.
+func (b *browserEnv) waitJS(what, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 40*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		html, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+		b.t.Fatalf("waiting for %s (%s): %v\npage: %.3000s", what, expr, err, html)
+	}
+}
+
+func TestBrowserPageWithoutSessionGoesToSignIn(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	b.do(chromedp.Navigate(b.apiURL+"/dead"), chromedp.WaitVisible(chromedp.CSS("#username")))
+	if loc := b.location(); !strings.HasPrefix(loc, b.apiURL+"/login?next=%2Fdead") {
+		t.Fatalf("landed on %s", loc)
+	}
+	b.do(
+		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
+		chromedp.SendKeys(chromedp.CSS("#password"), adminPassword),
+		chromedp.Click(chromedp.CSS("form[data-testid=login-form] button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("[data-testid=current-user]")),
+	)
+	if loc := b.location(); loc != b.apiURL+"/dead" {
+		t.Fatalf("after sign-in: %s, want back on /dead", loc)
+	}
+}
+
+func TestBrowserSubmitShowsScreenshots(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	b.signIn()
+	b.do(
+		chromedp.Navigate(b.apiURL+"/jobs/new"),
+		chromedp.WaitVisible(chromedp.CSS("input[name=app]")),
+		chromedp.SendKeys(chromedp.CSS("input[name=app]"), "com.example.notes"),
+		chromedp.SendKeys(chromedp.CSS("textarea[name=instructions]"), "Open settings and check the toggles."),
+		chromedp.Submit(chromedp.CSS("input[name=app]")),
+	)
+	b.waitJS("the job page", `location.pathname.match(/^\/jobs\/\d+$/) !== null`)
+	// The sim worker runs it; the page updates itself with each step's
+	// screenshot, without a reload.
+	b.waitJS("three screenshots that load", `(() => {
+		const imgs = [...document.querySelectorAll("[data-testid=screenshot] img, img[data-testid=screenshot]")];
+		return imgs.length >= 3 && imgs.every(i => i.complete && i.naturalWidth > 0);
+	})()`)
+	b.waitJS("the job to succeed", `document.querySelector("[data-testid=job-state]")?.textContent.includes("succeeded")`)
+}
+
+func TestBrowserBadPackageNameIsExplained(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	b.signIn()
+	b.do(
+		chromedp.Navigate(b.apiURL+"/jobs/new"),
+		chromedp.WaitVisible(chromedp.CSS("input[name=app]")),
+		chromedp.SendKeys(chromedp.CSS("input[name=app]"), "not a package"),
+		chromedp.SendKeys(chromedp.CSS("textarea[name=instructions]"), "kept"),
+		chromedp.Submit(chromedp.CSS("input[name=app]")),
+	)
+	b.waitJS("the field marked invalid with its message", `(() => {
+		const app = document.querySelector("input[name=app]");
+		const err = document.getElementById(app?.getAttribute("aria-describedby")?.split(" ").find(id => id.endsWith("error")) || "app-error");
+		return app?.getAttribute("aria-invalid") === "true" && err && err.textContent.trim().length > 0;
+	})()`)
+	if v := run(b, chromedp.Value(chromedp.CSS("textarea[name=instructions]"))); v != "kept" {
+		t.Fatalf("instructions not kept: %q", v)
+	}
+	if n := b.count("SELECT count(*) FROM jobs"); n != 0 {
+		t.Fatalf("%d jobs created by an invalid form", n)
+	}
+}
+
+// A page on another site auto-posts a form to Leasehold while the user is
+// signed in: nothing is created.
+func TestBrowserCrossSiteFormCreatesNothing(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	b.signIn()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := make(chan struct{}, 1)
+	evil := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/done" {
+			posted <- struct{}{}
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><iframe name="sink"></iframe>
+<form id="f" method="post" action="%s/jobs/new" target="sink">
+<input name="app" value="com.evil.app"><input name="instructions" value="pwned">
+<input name="priority" value="0"><input name="max_attempts" value="5">
+<input name="idempotency_key" value="00112233445566778899aabbccddeeff"></form>
+<script>document.getElementById("f").submit(); setTimeout(() => fetch("/done"), 1500);</script>
+</body></html>`, b.apiURL)
+	})}
+	go evil.Serve(ln)
+	defer evil.Close()
+	// localhost, not 127.0.0.1: another origin serving the form.
+	b.do(chromedp.Navigate("http://localhost:" + fmt.Sprint(ln.Addr().(*net.TCPAddr).Port) + "/"))
+	select {
+	case <-posted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other site's page did not run")
+	}
+	if n := b.count("SELECT count(*) FROM jobs"); n != 0 {
+		t.Fatalf("a cross-site form created %d jobs", n)
+	}
+}
+
+func TestBrowserRetryDeadLetter(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	id := b.submit(map[string]any{"app": "com.example.broken", "sim": map[string]any{"steps": 1, "step_ms": 10, "permanent": true}})
+	b.eventually("the job is dead", 30*time.Second, func() bool {
+		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'dead'", id) == 1
+	})
+	b.signIn()
+	row := fmt.Sprintf("[data-testid=dead-row][data-job-id='%d']", id)
+	b.do(
+		chromedp.Navigate(b.apiURL+"/dead"),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row+" [data-testid=retry-button]")),
+	)
+	b.eventually("the job runs again", 30*time.Second, func() bool {
+		return b.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'retried' AND detail->>'by' = 'user:admin'", id) == 1
+	})
+}
+
+func TestBrowserCancelRunningJob(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	id := b.submit(map[string]any{"app": "com.example.slow", "sim": map[string]any{"hang": true, "step_ms": 200}})
+	b.eventually("the job runs", 30*time.Second, func() bool {
+		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running'", id) == 1
+	})
+	b.signIn()
+	b.do(
+		chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, id)),
+		chromedp.WaitVisible(chromedp.CSS("[data-testid=lease-countdown]")),
+		chromedp.Click(chromedp.CSS("[data-testid=cancel-button]")),
+	)
+	b.eventually("the job is cancelled", 30*time.Second, func() bool {
+		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'cancelled'", id) == 1
+	})
+	b.waitJS("the page to show it", `document.querySelector("[data-testid=job-state]")?.textContent.includes("cancelled")`)
+}
