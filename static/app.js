@@ -71,3 +71,18 @@
     });
   });
 })();
+
+// Job detail: a polled region swapped in with hx-select leaves this
+// page's <meta name=server-now> behind, and countdowns would be measured
+// against the time the page first loaded. Take the server's time from the
+// answer (htmx drops its <head>) before the swap, so that the afterSwap
+// handler above recomputes the offset from it.
+(function () {
+  "use strict";
+  var serverNow = /<meta name="server-now" content="([^"]+)"/;
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var m = serverNow.exec(ev.detail.serverResponse || "");
+    var meta = document.querySelector("meta[name=server-now]");
+    if (m && meta) meta.setAttribute("content", m[1]);
+  });
+})();

@@ -10,13 +10,17 @@ import (
 func TestPagesNeedASession(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	anon := &browser{f: f, client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for _, path := range []string{"/", "/jobs", "/jobs/1", "/dead", "/workers", "/jobs/new"} {
-		r := f.do(t, call{method: http.MethodGet, path: path, token: "-"})
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
+		r := anon.do(t, req)
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/login") {
 			t.Fatalf("GET %s without a session: %d → %q, want a redirect to /login", path, r.status, r.header.Get("Location"))
 		}
 	}
-	r := f.do(t, call{method: http.MethodGet, path: "/jobs", token: "-", header: map[string]string{"HX-Request": "true"}})
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/jobs", nil)
+	req.Header.Set("HX-Request", "true")
+	r := anon.do(t, req)
 	if r.status != http.StatusUnauthorized || r.header.Get("HX-Redirect") != "/login?next=%2Fjobs" {
 		t.Fatalf("htmx request without a session: %d HX-Redirect %q", r.status, r.header.Get("HX-Redirect"))
 	}

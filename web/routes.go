@@ -60,8 +60,12 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
 	e.GET("/login", s.loginPage, s.pageHeaders)
 	e.POST("/login", s.login, s.pageHeaders)
-	pages := e.Group("", s.pageHeaders, s.requireSession)
-	pages.POST("/logout", s.logout)
-	s.listPages(pages) // overview, jobs, dead letters, workers
-	s.jobPages(pages)  // one job, the submit form
+	// Middleware per route, not on the group: a group with middleware
+	// catches every unknown path, which would send API clients to sign in
+	// instead of answering 404/405.
+	pages := e.Group("")
+	page := []echo.MiddlewareFunc{s.pageHeaders, s.requireSession}
+	pages.POST("/logout", s.logout, page...)
+	s.listPages(pages, page...) // overview, jobs, dead letters, workers
+	s.jobPages(pages, page...)  // one job, the submit form
 }

@@ -80,7 +80,7 @@ func (s *server) requireSessionOrToken(role apitoken.Role) echo.MiddlewareFunc {
 			}
 			sess, err := s.sessionOf(c)
 			if errors.Is(err, auth.ErrNoSession) {
-				return &apiError{Status: http.StatusUnauthorized, Message: "sign in, or send Authorization: Bearer TOKEN"}
+				return &apiError{Status: http.StatusUnauthorized, Message: "missing bearer token or session: sign in, or send Authorization: Bearer TOKEN"}
 			}
 			if err != nil {
 				return err

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS jobs_dead_finished_idx;

@@ -1,0 +1,52 @@
+-- Reads for the dashboard pages. Each page reads what it shows for all of
+-- its rows in one statement, never one query per row.
+
+-- name: JobListRecentlyDead :many
+-- The latest dead letters by when they died: a job retried by hand and
+-- dead again is recent even though its id is old.
+SELECT * FROM jobs
+WHERE state = 'dead'
+ORDER BY finished_at DESC NULLS LAST, id DESC
+LIMIT @max;
+
+-- name: ArtifactListLatestScreenshots :many
+-- For each of @job_ids, the screenshots of its latest attempt that has any
+-- (an attempt that lost its lease early may have none), at most @per_job
+-- of them, the last ones taken; total says how many that attempt has.
+WITH latest AS (
+    SELECT job_id, max(attempt) AS attempt
+    FROM artifacts
+    WHERE job_id = ANY(@job_ids::bigint[]) AND kind = 'screenshot'
+    GROUP BY job_id
+), ranked AS (
+    SELECT a.id, a.job_id, a.attempt, a.name, a.content_type, a.width, a.height, a.created_at,
+           row_number() OVER (PARTITION BY a.job_id ORDER BY a.id DESC) AS rank,
+           count(*) OVER (PARTITION BY a.job_id) AS total
+    FROM artifacts a
+    JOIN latest l ON l.job_id = a.job_id AND l.attempt = a.attempt
+    WHERE a.kind = 'screenshot'
+)
+SELECT id, job_id, attempt, name, content_type, width, height, created_at, total::bigint AS total
+FROM ranked
+WHERE rank <= @per_job::bigint
+ORDER BY job_id, id;
+
+-- name: WorkerListStatus :many
+-- Workers seen within @within_ms, and whether within @online_ms, both by
+-- the database clock, with how many jobs each holds now.
+SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
+       (w.last_seen >= now() - (@online_ms::bigint) * interval '1 millisecond')::boolean AS online,
+       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
+FROM workers w
+WHERE w.last_seen >= now() - (@within_ms::bigint) * interval '1 millisecond'
+ORDER BY w.last_seen DESC, w.id
+LIMIT 500;
+
+-- name: JobListHeldBy :many
+-- The running jobs of the named workers (the small partial index of
+-- running jobs serves it), without their payloads.
+SELECT id, kind, app, lease_owner::text AS lease_owner, attempt, lease_until
+FROM jobs
+WHERE state = 'running' AND lease_owner = ANY(@owners::text[])
+ORDER BY lease_owner, id
+LIMIT @max;

@@ -1,0 +1,121 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// Reads for the dashboard. Each reads what a page shows for all of its
+// rows at once: a page of fifty jobs is a fixed number of queries, never
+// one per row.
+
+// maxHeldJobs bounds the running jobs the workers page lists; a worker's
+// count stays exact beyond it.
+const maxHeldJobs = 2000
+
+// RecentDead returns the last limit jobs to go dead, latest first.
+func (c *Client) RecentDead(ctx context.Context, limit int) ([]Job, error) {
+	rows, err := c.q.JobListRecentlyDead(ctx, int32(limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing recent dead jobs: %w", err)
+	}
+	return toJobs(rows), nil
+}
+
+// Screenshots are the screenshots of one attempt of a job.
+type Screenshots struct {
+	Attempt int32
+	// Artifacts are at most the perJob last ones taken, in the order they
+	// were taken.
+	Artifacts []Artifact
+	// Total is how many the attempt has, shown or not.
+	Total int
+}
+
+// LatestScreenshots returns, for each job of jobIDs that has any, the
+// screenshots of its latest attempt that took some: at most perJob of them,
+// the last ones taken (the screen it failed on comes last).
+func (c *Client) LatestScreenshots(ctx context.Context, jobIDs []int64, perJob int) (map[int64]Screenshots, error) {
+	out := map[int64]Screenshots{}
+	if len(jobIDs) == 0 || perJob <= 0 {
+		return out, nil
+	}
+	rows, err := c.q.ArtifactListLatestScreenshots(ctx, db.ArtifactListLatestScreenshotsParams{JobIds: jobIDs, PerJob: int64(perJob)})
+	if err != nil {
+		return nil, fmt.Errorf("listing screenshots: %w", err)
+	}
+	for _, r := range rows {
+		s := out[r.JobID]
+		s.Attempt, s.Total = r.Attempt, int(r.Total)
+		s.Artifacts = append(s.Artifacts, Artifact{
+			ID: r.ID, JobID: r.JobID, Attempt: r.Attempt, Kind: ArtifactScreenshot, Name: r.Name,
+			ContentType: r.ContentType, Width: r.Width, Height: r.Height, CreatedAt: r.CreatedAt,
+		})
+		out[r.JobID] = s
+	}
+	return out, nil
+}
+
+// HeldJob is a running job as its worker's row shows it.
+type HeldJob struct {
+	ID         int64
+	Kind       string
+	App        *string
+	Attempt    int32
+	LeaseUntil *time.Time
+}
+
+// WorkerStatus is a worker as last seen, with the jobs it holds now.
+type WorkerStatus struct {
+	Worker
+	StartedAt time.Time
+	// Online says it was seen within the online window, by the database
+	// clock.
+	Online bool
+	Jobs   []HeldJob
+}
+
+// WorkerStatuses lists the workers seen within the last window, each with
+// the running jobs it holds and whether it was seen within online. Both
+// reads see one snapshot, so a job is never shown on no worker or on two.
+func (c *Client) WorkerStatuses(ctx context.Context, window, online time.Duration) ([]WorkerStatus, error) {
+	var out []WorkerStatus
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := c.q.WithTx(tx)
+		rows, err := q.WorkerListStatus(ctx, db.WorkerListStatusParams{WithinMs: window.Milliseconds(), OnlineMs: online.Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("listing workers: %w", err)
+		}
+		out = make([]WorkerStatus, len(rows))
+		ids := make([]string, len(rows))
+		index := make(map[string]int, len(rows))
+		for i, r := range rows {
+			out[i] = WorkerStatus{
+				Worker:    Worker{ID: r.ID, LastSeen: r.LastSeen, Device: r.Device, Queues: r.Queues, Running: r.Running},
+				StartedAt: r.StartedAt, Online: r.Online,
+			}
+			ids[i], index[r.ID] = r.ID, i
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		held, err := q.JobListHeldBy(ctx, db.JobListHeldByParams{Owners: ids, Max: maxHeldJobs})
+		if err != nil {
+			return fmt.Errorf("listing running jobs of workers: %w", err)
+		}
+		for _, h := range held {
+			w := &out[index[h.LeaseOwner]]
+			w.Jobs = append(w.Jobs, HeldJob{ID: h.ID, Kind: h.Kind, App: h.App, Attempt: h.Attempt, LeaseUntil: h.LeaseUntil})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// jobPageEvents bounds the events a job page shows: a long investigation
+// writes a progress event per step, and the newest are the ones that
+// matter while watching.
+const jobPageEvents = 200
+
+// jobPageDetailLimit bounds one event's or effect's JSON in the tables;
+// the API has it whole.
+const jobPageDetailLimit = 600
+
+// newJobPageView maps a job and its history to the detail page's view.
+func newJobPageView(d queue.JobDetail) templates.JobPageView {
+	j := d.Job
+	p := jobPagePayload(j.Payload)
+	v := templates.JobPageView{
+		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority,
+		App: p["app"], StoreURL: p["store_url"], Device: p["device"], Instructions: p["instructions"],
+		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
+		CancelRequested: j.CancelRequested, RunAt: j.RunAt, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
+		Payload: jobPageIndent(j.Payload), EventsTotal: len(d.Events),
+	}
+	if j.State == queue.StateRunning {
+		v.LeaseUntil = j.LeaseUntil
+		if j.LeaseOwner != nil {
+			v.LeaseOwner = *j.LeaseOwner
+		}
+	}
+	if len(j.Result) > 0 && !bytes.Equal(j.Result, []byte("null")) {
+		v.Result = jobPageIndent(j.Result)
+	}
+	if j.LastError != nil {
+		v.LastError = *j.LastError
+	}
+
+	shots := map[int32][]templates.JobArtifact{}
+	files := map[int32][]templates.JobArtifact{}
+	for _, a := range d.Artifacts { // ordered by attempt, then upload
+		ja := templates.JobArtifact{ID: a.ID, Name: a.Name, Size: jobPageSize(a.Size)}
+		if a.Kind == queue.ArtifactScreenshot {
+			ja.Step = len(shots[a.Attempt]) + 1
+			shots[a.Attempt] = append(shots[a.Attempt], ja)
+		} else {
+			files[a.Attempt] = append(files[a.Attempt], ja)
+		}
+	}
+	var counted int32
+	for _, a := range d.Attempts {
+		switch {
+		case a.Outcome == nil:
+		case *a.Outcome == "failed" || *a.Outcome == "lease_expired":
+			counted++
+		case *a.Outcome == "released" || *a.Outcome == "cancelled":
+			v.CountedDiffers = true
+		}
+	}
+	// A manual retry starts a fresh budget: fewer count than failed.
+	v.CountedDiffers = v.CountedDiffers || counted != j.CountedAttempts
+
+	v.Attempts = make([]templates.JobAttempt, 0, len(d.Attempts))
+	for i := len(d.Attempts) - 1; i >= 0; i-- {
+		a := d.Attempts[i]
+		ja := templates.JobAttempt{
+			Number: a.Number, WorkerID: a.WorkerID, LeaseToken: a.LeaseToken, StartedAt: a.StartedAt,
+			HeartbeatAt: a.HeartbeatAt, EndedAt: a.EndedAt, Outcome: "unfinished",
+			Screenshots: shots[a.Number], Files: files[a.Number],
+		}
+		switch {
+		case a.Outcome != nil:
+			ja.Outcome = *a.Outcome
+		case j.State == queue.StateRunning && j.Attempt == a.Number:
+			ja.Outcome = "running"
+		}
+		if a.EndedAt != nil {
+			ja.Duration = jobPageDuration(a.EndedAt.Sub(a.StartedAt))
+		}
+		if a.Error != nil {
+			ja.Error = *a.Error
+		}
+		v.Attempts = append(v.Attempts, ja)
+	}
+
+	for i := len(d.Events) - 1; i >= 0 && len(v.Events) < jobPageEvents; i-- {
+		e := d.Events[i]
+		je := templates.JobEvent{At: e.At, Type: e.Type, Detail: jobPageCompact(e.Detail)}
+		if e.Attempt != nil {
+			je.Attempt = *e.Attempt
+		}
+		v.Events = append(v.Events, je)
+	}
+	for _, e := range d.Effects {
+		v.Effects = append(v.Effects, templates.JobEffect{
+			Key: e.Key, Attempt: e.Attempt, State: e.State, Result: jobPageCompact(e.Result), CreatedAt: e.CreatedAt,
+		})
+	}
+	return v
+}
+
+// jobPagePayload reads the payload's text fields one by one, so that a
+// payload of another kind (or a field of another type) shows what it can.
+func jobPagePayload(payload json.RawMessage) map[string]string {
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(payload, &obj)
+	out := map[string]string{}
+	for _, k := range []string{"app", "store_url", "device", "instructions"} {
+		var s string
+		if json.Unmarshal(obj[k], &s) == nil {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// jobPageIndent pretty-prints JSON for a <pre>; what is not JSON shows
+// as it is.
+func jobPageIndent(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// jobPageCompact is JSON on one line, cut at jobPageDetailLimit; empty for
+// none.
+func jobPageCompact(raw json.RawMessage) string {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte("{}")) {
+		return ""
+	}
+	var buf bytes.Buffer
+	s := string(raw)
+	if json.Compact(&buf, raw) == nil {
+		s = buf.String()
+	}
+	if len(s) > jobPageDetailLimit {
+		cut := jobPageDetailLimit
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// jobPageDuration says how long an attempt ran, as precisely as is
+// useful.
+func jobPageDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+// jobPageSize is a file size for people.
+func jobPageSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000_000:
+		return fmt.Sprintf("%.1f KB", float64(n)/1000)
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/1000_000)
+	}
+}

@@ -1,0 +1,191 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// newJobKeyPattern is what the submit form's idempotency key looks like:
+// hex, as the form hands it out (crypto/rand, 128 bits).
+var newJobKeyPattern = regexp.MustCompile(`^[0-9a-fA-F]{1,64}$`)
+
+// The submit form's fixed choices: investigations go to the default queue.
+const (
+	newJobKind  = "app_investigation"
+	newJobQueue = "default"
+)
+
+// newJobForm shows an empty submit form. Every form gets a fresh
+// idempotency key, so that its double submit makes one job while a new
+// form makes a new one.
+func (s *server) newJobForm(c echo.Context) error {
+	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", IdempotencyKey: newJobKey()}
+	return render(c, http.StatusOK, templates.NewJobForm(s.page(c, "New investigation", "new"), v))
+}
+
+// newJobSubmit submits the form: 303 to the job (a new one, or the one
+// this very form already created), 422 with the errors beside their
+// fields and nothing created, 409 when the form's key belongs to a
+// different job.
+func (s *server) newJobSubmit(c echo.Context) error {
+	in := readNewJobInput(c)
+	if !newJobKeyPattern.MatchString(in.IdempotencyKey) {
+		return s.jobProblem(c, http.StatusBadRequest, "This form cannot be submitted",
+			"It lacks the key that keeps a double submit from creating two jobs. Open a fresh form from “New investigation” and submit that.")
+	}
+	nj, errs, problem := newJobFromInput(in)
+	if len(errs) > 0 || problem != "" {
+		return s.newJobInvalid(c, in, errs, problem)
+	}
+	job, existed, err := s.queue.Insert(c.Request().Context(), nj)
+	var ve *queue.ValidationError
+	switch {
+	case errors.Is(err, queue.ErrIdempotencyConflict):
+		// The form was submitted before with other values (back, edit,
+		// resend). Nothing was created; a new key lets the next submit
+		// create the job these values describe.
+		in.Notice = "This form was already used to submit an investigation with other values, so nothing new was created. " +
+			"Check the values below and submit again to create a new one."
+		in.ExistingJob = "/jobs/" + strconv.FormatInt(job.ID, 10)
+		in.IdempotencyKey = newJobKey()
+		return render(c, http.StatusConflict, templates.NewJobForm(s.page(c, "New investigation", "new"), in))
+	case errors.As(err, &ve):
+		if newJobIsField(ve.Field) {
+			return s.newJobInvalid(c, in, map[string]string{ve.Field: ve.Message}, "")
+		}
+		return s.newJobInvalid(c, in, nil, ve.Field+" "+ve.Message)
+	case err != nil:
+		return fmt.Errorf("submitting investigation: %w", err)
+	}
+	if !existed {
+		s.logger.Info("job submitted", "job_id", job.ID, "by", currentSession(c).Username)
+	}
+	return c.Redirect(http.StatusSeeOther, "/jobs/"+strconv.FormatInt(job.ID, 10))
+}
+
+// newJobInvalid shows the form again with what was typed, each error
+// beside its field and a summary above: 422, nothing created.
+func (s *server) newJobInvalid(c echo.Context, in templates.NewJobView, errs map[string]string, problem string) error {
+	in.Errors = errs
+	switch {
+	case problem != "":
+		in.Notice = "The investigation was not submitted: " + problem + "."
+	case len(errs) == 1:
+		in.Notice = "The investigation was not submitted: one field needs a change."
+	default:
+		in.Notice = fmt.Sprintf("The investigation was not submitted: %d fields need a change.", len(errs))
+	}
+	return render(c, http.StatusUnprocessableEntity, templates.NewJobForm(s.page(c, "New investigation", "new"), in))
+}
+
+// readNewJobInput reads the posted form as typed, minus surrounding
+// spaces and the CR of browsers' CRLF line breaks, so that the same text
+// always makes the same payload.
+func readNewJobInput(c echo.Context) templates.NewJobView {
+	field := func(name string) string { return strings.TrimSpace(c.FormValue(name)) }
+	return templates.NewJobView{
+		App: field("app"), StoreURL: field("store_url"), Device: field("device"),
+		Instructions:   strings.ReplaceAll(field("instructions"), "\r\n", "\n"),
+		Priority:       field("priority"),
+		MaxAttempts:    field("max_attempts"),
+		IdempotencyKey: c.FormValue("idempotency_key"),
+	}
+}
+
+// newJobFromInput builds the job a form describes. errs maps form fields
+// to what is wrong with them; problem is what is wrong with none in
+// particular.
+func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]string, problem string) {
+	errs = map[string]string{}
+	priority, msg := newJobNumber(in.Priority, 0, math.MinInt32, math.MaxInt32)
+	if msg != "" {
+		errs["priority"] = msg
+	}
+	maxAttempts, msg := newJobNumber(in.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
+	if msg != "" {
+		errs["max_attempts"] = msg
+	}
+	p := queue.InvestigationPayload{App: in.App, StoreURL: in.StoreURL, Device: in.Device, Instructions: in.Instructions}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return queue.NewJob{}, errs, "its fields cannot be encoded"
+	}
+	// queue's checks stop at the first problem; to show every wrong field
+	// at once, set each one it names aside and check again.
+	for range 4 {
+		probe, _ := json.Marshal(p)
+		trial := queue.NewJob{Kind: newJobKind, Queue: newJobQueue, Payload: probe}
+		var ve *queue.ValidationError
+		if !errors.As(trial.Normalize(), &ve) {
+			break
+		}
+		if !newJobIsField(ve.Field) || errs[ve.Field] != "" {
+			problem = ve.Field + " " + ve.Message
+			break
+		}
+		errs[ve.Field] = ve.Message
+		switch ve.Field {
+		case "app":
+			p.App = "com.example.placeholder"
+		case "store_url":
+			p.StoreURL = ""
+		case "device":
+			p.Device = ""
+		case "instructions":
+			p.Instructions = ""
+		}
+	}
+	key := in.IdempotencyKey
+	nj = queue.NewJob{
+		Kind: newJobKind, Queue: newJobQueue, Priority: int32(priority), Payload: payload,
+		MaxAttempts: new(int32(maxAttempts)), IdempotencyKey: &key,
+	}
+	return nj, errs, problem
+}
+
+// newJobIsField reports whether a queue validation field is one of the
+// form's.
+func newJobIsField(name string) bool {
+	switch name {
+	case "app", "store_url", "device", "instructions", "priority", "max_attempts":
+		return true
+	}
+	return false
+}
+
+// newJobNumber reads a whole number field; empty takes the default.
+func newJobNumber(s string, def, lo, hi int64) (int64, string) {
+	if s == "" {
+		return def, ""
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return def, "must be a whole number"
+	}
+	if err != nil || n < lo || n > hi {
+		return def, fmt.Sprintf("must be between %d and %d", lo, hi)
+	}
+	return n, ""
+}
+
+// newJobKey is a fresh idempotency key for a submit form: 128 random
+// bits, hex. (crypto/rand.Read never fails; it would crash the program
+// rather than return an error.)
+func newJobKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

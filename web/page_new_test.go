@@ -1,0 +1,265 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+var newJobKeyField = regexp.MustCompile(`name="idempotency_key" value="([0-9a-f]{32})"`)
+
+// newJobForm opens the submit form and returns it filled in with a good
+// investigation, its idempotency key included.
+func (b *browser) newJobForm(t *testing.T) url.Values {
+	t.Helper()
+	r := b.get(t, "/jobs/new").want(t, http.StatusOK)
+	m := newJobKeyField.FindSubmatch(r.body)
+	if m == nil {
+		t.Fatalf("no idempotency key in the form: %.2000s", r.body)
+	}
+	return url.Values{
+		"app": {"com.example.notes"}, "store_url": {""}, "device": {""},
+		"instructions": {"Open settings\r\nand find the export button"},
+		"priority":     {"0"}, "max_attempts": {"5"}, "idempotency_key": {string(m[1])},
+	}
+}
+
+// submitted follows a 303 from the form to the job's page and returns
+// the job's id.
+func submittedJob(t *testing.T, r *response) int64 {
+	t.Helper()
+	r.want(t, http.StatusSeeOther)
+	loc := r.header.Get("Location")
+	id, err := strconv.ParseInt(strings.TrimPrefix(loc, "/jobs/"), 10, 64)
+	if !strings.HasPrefix(loc, "/jobs/") || err != nil {
+		t.Fatalf("redirected to %q, want /jobs/ID", loc)
+	}
+	return id
+}
+
+func TestNewJobFormSubmits(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	form := b.newJobForm(t)
+	form.Set("priority", "-3")
+	form.Set("max_attempts", "2")
+	form.Set("instructions", "Look for <script>alert(1)</script> in the about screen")
+	id := submittedJob(t, b.post(t, "/jobs/new", form))
+
+	job, err := f.queue.Get(f.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Kind != "app_investigation" || job.Queue != "default" || job.Priority != -3 || job.MaxAttempts != 2 || job.State != queue.StatePending {
+		t.Errorf("job %+v", job)
+	}
+	if job.IdempotencyKey == nil || *job.IdempotencyKey != form.Get("idempotency_key") {
+		t.Errorf("idempotency key %v", job.IdempotencyKey)
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(job.Payload, &payload); err != nil {
+		t.Fatal(err)
+	}
+	// Empty optional fields are left out, not stored as "".
+	if len(payload) != 2 || payload["app"] != "com.example.notes" || payload["instructions"] != form.Get("instructions") {
+		t.Errorf("payload %s", job.Payload)
+	}
+
+	r := b.get(t, jobPagePath(id)).want(t, http.StatusOK)
+	d := parseJobPage(t, r)
+	if jobPageText(d.one(t, "job-app")) != "com.example.notes" || jobPageAttr(d.one(t, "job-state"), "data-state") != "pending" {
+		t.Error("the job page does not show the new job")
+	}
+	if strings.Contains(string(r.body), "<script>alert") || !strings.Contains(string(r.body), "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("instructions are not escaped")
+	}
+}
+
+func TestNewJobFormDoubleSubmitMakesOneJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	form := b.newJobForm(t)
+	first := submittedJob(t, b.post(t, "/jobs/new", form))
+	again := submittedJob(t, b.post(t, "/jobs/new", form))
+	if again != first {
+		t.Fatalf("resubmission went to job %d, the first to %d", again, first)
+	}
+	// A double click: both posts in flight at once.
+	form = b.newJobForm(t)
+	form.Set("_csrf", b.csrf)
+	answers := make([]*http.Response, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(f.ctx, http.MethodPost, f.srv.URL+"/jobs/new", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", f.srv.URL)
+			answers[i], errs[i] = b.client.Do(req)
+		})
+	}
+	wg.Wait()
+	ids := make([]int64, 2)
+	for i, res := range answers {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		res.Body.Close()
+		ids[i] = submittedJob(t, &response{status: res.StatusCode, header: res.Header})
+	}
+	if ids[0] != ids[1] || ids[0] == first {
+		t.Fatalf("double click made jobs %v (first form: %d)", ids, first)
+	}
+	if n := f.totalJobs(t); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
+	}
+	// A fresh form is a new job, with the same values.
+	if id := submittedJob(t, b.post(t, "/jobs/new", b.newJobForm(t))); id == first || id == ids[0] {
+		t.Fatal("a fresh form did not make a new job")
+	}
+}
+
+func TestNewJobFormKeyReusedWithOtherValues(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	form := b.newJobForm(t)
+	first := submittedJob(t, b.post(t, "/jobs/new", form))
+	form.Set("app", "com.example.other")
+	r := b.post(t, "/jobs/new", form).want(t, http.StatusConflict)
+	d := parseJobPage(t, r)
+	if !strings.Contains(jobPageText(d.one(t, "form-notice")), "nothing new was created") {
+		t.Errorf("notice %q", jobPageText(d.one(t, "form-notice")))
+	}
+	if jobPageAttr(d.one(t, "existing-job"), "href") != jobPagePath(first) {
+		t.Error("no link to the job the key belongs to")
+	}
+	if jobPageAttr(d.one(t, "app"), "value") != "com.example.other" {
+		t.Error("input lost")
+	}
+	key := jobPageAttr(d.one(t, "idempotency_key"), "value")
+	if key == form.Get("idempotency_key") {
+		t.Fatal("the form kept the used key")
+	}
+	if f.totalJobs(t) != 1 {
+		t.Fatal("a conflicting submit created a job")
+	}
+	form.Set("idempotency_key", key)
+	if id := submittedJob(t, b.post(t, "/jobs/new", form)); id == first {
+		t.Fatal("submitting again did not create the new job")
+	}
+}
+
+func TestNewJobFormShowsErrorsBesideFields(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	long := strings.Repeat("a", 10<<10)
+	for _, tc := range []struct {
+		name   string
+		set    map[string]string
+		fields []string // with errors
+		want   string   // in the first field's message
+	}{
+		{"NotAPackage", map[string]string{"app": "not a package"}, []string{"app"}, "Android package name"},
+		{"MissingApp", map[string]string{"app": ""}, []string{"app"}, "required"},
+		{"LongApp", map[string]string{"app": long}, []string{"app"}, "Android package name"},
+		{"PriorityNotANumber", map[string]string{"priority": "abc"}, []string{"priority"}, "whole number"},
+		{"PriorityHuge", map[string]string{"priority": "99999999999"}, []string{"priority"}, "between"},
+		{"MaxAttemptsZero", map[string]string{"max_attempts": "0"}, []string{"max_attempts"}, "between 1 and 1000"},
+		{"MaxAttemptsTooMany", map[string]string{"max_attempts": "1001"}, []string{"max_attempts"}, "between 1 and 1000"},
+		{"MaxAttemptsFraction", map[string]string{"max_attempts": "2.5"}, []string{"max_attempts"}, "whole number"},
+		{"ScriptURL", map[string]string{"store_url": "javascript:alert(1)"}, []string{"store_url"}, "http(s) URL"},
+		{"BadDevice", map[string]string{"device": "my phone!"}, []string{"device"}, "label"},
+		{"LongInstructions", map[string]string{"instructions": strings.Repeat("x", 70<<10)}, []string{"instructions"}, "at most"},
+		{"EveryFieldAtOnce", map[string]string{"app": "x", "store_url": "ftp://x", "device": "a b", "priority": "p", "max_attempts": "-1"},
+			[]string{"app", "store_url", "device", "priority", "max_attempts"}, "Android package name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			form := b.newJobForm(t)
+			for k, v := range tc.set {
+				form.Set(k, v)
+			}
+			r := b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity)
+			d := parseJobPage(t, r)
+			for i, name := range tc.fields {
+				in := d.one(t, name)
+				if jobPageAttr(in, "aria-invalid") != "true" {
+					t.Errorf("%s not marked invalid", name)
+				}
+				msg := d.one(t, "field-error-"+name)
+				if jobPageAttr(msg, "id") != name+"-error" || !strings.Contains(jobPageAttr(in, "aria-describedby"), name+"-error") {
+					t.Errorf("%s: message not tied to the field", name)
+				}
+				if i == 0 && !strings.Contains(jobPageText(msg), tc.want) {
+					t.Errorf("%s: message %q, want %q in it", name, jobPageText(msg), tc.want)
+				}
+			}
+			if n := strings.Count(string(r.body), `aria-invalid="true"`); n != len(tc.fields) {
+				t.Errorf("%d fields marked invalid, want %d", n, len(tc.fields))
+			}
+			d.one(t, "form-notice")
+			// What was typed is still there.
+			for _, name := range []string{"app", "store_url", "device", "priority", "max_attempts", "idempotency_key"} {
+				if got := jobPageAttr(d.one(t, name), "value"); got != form.Get(name) {
+					t.Errorf("%s came back as %.40q, was %.40q", name, got, form.Get(name))
+				}
+			}
+			if got := jobPageText(d.one(t, "instructions")); got != strings.Join(strings.Fields(form.Get("instructions")), " ") {
+				t.Errorf("instructions came back as %.40q", got)
+			}
+		})
+	}
+	if n := f.totalJobs(t); n != 0 {
+		t.Fatalf("invalid forms created %d jobs", n)
+	}
+}
+
+func TestNewJobFormRefusesWhatIsNotAForm(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	for name, key := range map[string]string{"Missing": "", "NotHex": "zz-top", "TooLong": strings.Repeat("a", 65)} {
+		t.Run("Key"+name, func(t *testing.T) {
+			form := b.newJobForm(t)
+			form.Set("idempotency_key", key)
+			parseJobPage(t, b.post(t, "/jobs/new", form).want(t, http.StatusBadRequest)).one(t, "problem")
+		})
+	}
+	t.Run("NULInInstructions", func(t *testing.T) {
+		form := b.newJobForm(t)
+		form.Set("instructions", "a\x00b")
+		d := parseJobPage(t, b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity))
+		if !strings.Contains(jobPageText(d.one(t, "form-notice")), "NUL") {
+			t.Errorf("notice %q", jobPageText(d.one(t, "form-notice")))
+		}
+	})
+	t.Run("NoCSRF", func(t *testing.T) {
+		form := b.newJobForm(t)
+		req, _ := http.NewRequestWithContext(f.ctx, http.MethodPost, f.srv.URL+"/jobs/new", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.srv.URL)
+		b.do(t, req).want(t, http.StatusForbidden)
+	})
+	t.Run("OtherSite", func(t *testing.T) {
+		form := b.newJobForm(t)
+		form.Set("_csrf", b.csrf)
+		req, _ := http.NewRequestWithContext(f.ctx, http.MethodPost, f.srv.URL+"/jobs/new", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		b.do(t, req).want(t, http.StatusForbidden)
+	})
+	if n := f.totalJobs(t); n != 0 {
+		t.Fatalf("refused forms created %d jobs", n)
+	}
+}

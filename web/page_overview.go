@@ -1,0 +1,53 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// overviewDeadLetters is how many of the latest dead letters the overview
+// shows.
+const overviewDeadLetters = 5
+
+// overviewPage is GET /: jobs per state from the maintained counters
+// (never a count over jobs), the latest dead letters and the workers
+// online. It polls itself (see templates.OverviewLive).
+func (s *server) overviewPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	counts, err := s.queue.Counts(ctx)
+	if err != nil {
+		return fmt.Errorf("overview: %w", err)
+	}
+	dead, err := s.queue.RecentDead(ctx, overviewDeadLetters)
+	if err != nil {
+		return fmt.Errorf("overview: %w", err)
+	}
+	workers, err := s.queue.Workers(ctx, workerWindow)
+	if err != nil {
+		return fmt.Errorf("overview: %w", err)
+	}
+	v := templates.OverviewView{
+		Stats:         make([]templates.OverviewStat, len(queue.States)),
+		Dead:          make([]templates.OverviewDead, len(dead)),
+		Workers:       make([]templates.OverviewWorker, len(workers)),
+		WorkerCommand: listWorkerCommand(c),
+	}
+	for i, st := range queue.States {
+		v.Stats[i] = templates.OverviewStat{State: string(st), Count: counts.Jobs[st]}
+		v.Total += counts.Jobs[st]
+	}
+	for i, j := range dead {
+		v.Dead[i] = templates.OverviewDead{
+			ID: j.ID, App: listPayloadApp(j.Payload), Kind: j.Kind, Error: listErrorLine(j.LastError), At: j.FinishedAt,
+		}
+	}
+	for i, w := range workers {
+		v.Workers[i] = templates.OverviewWorker{ID: w.ID, Device: listDeref(w.Device), Running: w.Running, LastSeen: w.LastSeen}
+	}
+	return render(c, http.StatusOK, templates.Overview(s.page(c, "Overview", "overview"), v))
+}

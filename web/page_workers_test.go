@@ -1,0 +1,66 @@
+package web_test
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+func TestWorkersPage(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	d := listsParse(t, b.get(t, "/workers").want(t, http.StatusOK))
+	if cmd := listsTextOf(d.one(t, "worker-command")); !strings.Contains(cmd, "--server-url "+f.srv.URL) {
+		t.Fatalf("empty state's command %q", cmd)
+	}
+
+	for _, w := range []string{"phone-1", "idle-1"} {
+		if err := f.queue.WorkerSeen(f.ctx, w, []string{"pixel7"}, []string{"default"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []int64
+	for range 2 {
+		want = append(want, f.listsInsert(t, "app_investigation", "default", "com.example.notes").ID)
+	}
+	if _, err := f.queue.Claim(f.ctx, queue.ClaimParams{WorkerID: "phone-1", Queues: []string{"default"}, Limit: 2, Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	d = listsParse(t, b.get(t, "/workers").want(t, http.StatusOK))
+	rows := d.all("worker-row")
+	if len(rows) != 2 {
+		t.Fatalf("%d worker rows", len(rows))
+	}
+	var busy, idle = rows[0], rows[1]
+	if listsAttrOf(busy, "data-worker-id") != "phone-1" {
+		busy, idle = idle, busy
+	}
+	var held []int64
+	for _, n := range listsUnder(busy, "held-job") {
+		held = append(held, listsParseID(t, listsAttrOf(n, "data-job-id")))
+	}
+	if !slices.Equal(held, want) || len(listsUnder(busy, "online")) != 1 || !strings.Contains(listsTextOf(busy), "pixel7") {
+		t.Errorf("busy worker: %q, holds %v", listsTextOf(busy), held)
+	}
+	if len(listsUnder(idle, "held-job")) != 0 || !strings.Contains(listsTextOf(idle), "idle") {
+		t.Errorf("idle worker: %q", listsTextOf(idle))
+	}
+	if region := b.listsPoll(t, "/workers", "workers-live"); len(listsUnder(region, "worker-row")) != 2 {
+		t.Fatal("polled region lost the workers")
+	}
+}
+
+func listsParseID(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("id %q: %v", s, err)
+	}
+	return n
+}
