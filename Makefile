@@ -41,6 +41,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./queue
 	$(GO) test -run '^$$' -bench SubmitToRunning -benchtime 200x ./worker
 	$(GO) test -run '^$$' -bench Throughput -benchtime 4x ./worker
+	$(GO) test -run '^$$' -bench PagesAtScale -benchtime 100x -timeout 30m ./web
 
 # The field report's experiment, printed as a table.
 experiment:

@@ -228,7 +228,7 @@ func TestBrowserCrossSiteFormCreatesNothing(t *testing.T) {
 	if strings.Count(log, "method=POST path=/jobs/new") != 2 || !strings.Contains(log, "method=POST path=/jobs/new status=403") {
 		t.Fatalf("want two posts, one refused with 403:\n%s", log)
 	}
-	b.do(chromedp.Navigate(b.apiURL + "/"), chromedp.WaitVisible(chromedp.CSS("[data-testid=current-user]")))
+	b.do(chromedp.Navigate(b.apiURL+"/"), chromedp.WaitVisible(chromedp.CSS("[data-testid=current-user]")))
 }
 
 func TestBrowserRetryDeadLetter(t *testing.T) {

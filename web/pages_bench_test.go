@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,7 +57,8 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	client := queue.NewClient(pool, nil)
-	handler := web.New(web.Config{Pool: pool, Queue: client, Tokens: tokens, Auth: signIn, ArtifactsDir: b.TempDir()})
+	handler := web.New(web.Config{Pool: pool, Queue: client, Tokens: tokens, Auth: signIn, ArtifactsDir: b.TempDir(),
+		Logger: slog.New(slog.DiscardHandler)})
 
 	var deadID, midCursor int64
 	if err := pool.QueryRow(ctx, "SELECT max(id) FROM jobs WHERE state = 'dead'").Scan(&deadID); err != nil {
