@@ -33,9 +33,14 @@ check:
 	$(GO) tool staticcheck ./...
 	$(GO) tool sqlc diff
 	$(GO) tool sqlc vet
+	@before=$$(cat templates/*_templ.go | sha256sum); \
+	$(GO) tool templ generate -path templates >/dev/null 2>&1; \
+	after=$$(cat templates/*_templ.go | sha256sum); \
+	test "$$before" = "$$after" || { echo "templ: generated code did not match its .templ sources (now regenerated: commit it)"; exit 1; }
 
 generate:
 	$(GO) tool sqlc generate
+	$(GO) tool templ generate -path templates
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./queue

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 func TestDeadRowsShowErrorShotsAndRetry(t *testing.T) {
@@ -24,41 +25,41 @@ func TestDeadRowsShowErrorShotsAndRetry(t *testing.T) {
 		NextURL: "/dead?cursor=6",
 	}
 	d := listsRender(t, templates.Dead(listsPage("dead"), v))
-	rows := d.all("dead-row")
-	if len(rows) != 2 || listsAttr(rows[0], "data-job-id") != "7" {
+	rows := d.All("dead-row")
+	if len(rows) != 2 || htmltest.Attr(rows[0], "data-job-id") != "7" {
 		t.Fatalf("%d rows", len(rows))
 	}
 	r := rows[0]
-	details := listsAll(r, "last-error")[0]
-	if details.Data != "details" || !strings.Contains(listsText(details), "stack line 2") {
-		t.Errorf("last error: <%s> %s", details.Data, listsText(details))
+	details := htmltest.ByTestID(r, "last-error")[0]
+	if details.Data != "details" || !strings.Contains(htmltest.Text(details), "stack line 2") {
+		t.Errorf("last error: <%s> %s", details.Data, htmltest.Text(details))
 	}
-	if got := listsText(listsAll(r, "dead-attempts")[0]); got != "3 of 3 attempts used" {
+	if got := htmltest.Text(htmltest.ByTestID(r, "dead-attempts")[0]); got != "3 of 3 attempts used" {
 		t.Errorf("attempts %q", got)
 	}
-	shots := listsAll(r, "shot")
+	shots := htmltest.ByTestID(r, "shot")
 	if len(shots) != 2 {
 		t.Fatalf("%d screenshots", len(shots))
 	}
 	for i, img := range shots {
 		src := "/artifacts/" + []string{"70", "71"}[i]
-		if listsAttr(img, "src") != src || listsAttr(img, "loading") != "lazy" || listsAttr(img, "alt") == "" || listsAttr(img.Parent, "href") != src {
+		if htmltest.Attr(img, "src") != src || htmltest.Attr(img, "loading") != "lazy" || htmltest.Attr(img, "alt") == "" || htmltest.Attr(img.Parent, "href") != src {
 			t.Errorf("screenshot %d: %v in %v", i, img.Attr, img.Parent.Attr)
 		}
 	}
-	if !strings.Contains(listsText(listsAll(r, "shots")[0]), "+3 more") {
+	if !strings.Contains(htmltest.Text(htmltest.ByTestID(r, "shots")[0]), "+3 more") {
 		t.Error("the screenshots not shown are not mentioned")
 	}
-	if len(listsAll(rows[1], "shots")) != 0 {
+	if len(htmltest.ByTestID(rows[1], "shots")) != 0 {
 		t.Error("a job without screenshots shows a strip")
 	}
 	// Retry one: its own small form, outside the bulk form.
-	forms := listsAll(r, "retry-form")
-	if len(forms) != 1 || listsAttr(forms[0], "action") != "/jobs/retry" {
+	forms := htmltest.ByTestID(r, "retry-form")
+	if len(forms) != 1 || htmltest.Attr(forms[0], "action") != "/jobs/retry" {
 		t.Fatal("no retry form in the row")
 	}
-	btn := listsAll(forms[0], "retry-button")[0]
-	if listsAttr(btn, "name") != "ids" || listsAttr(btn, "value") != "7" {
+	btn := htmltest.ByTestID(forms[0], "retry-button")[0]
+	if htmltest.Attr(btn, "name") != "ids" || htmltest.Attr(btn, "value") != "7" {
 		t.Errorf("retry button %v", btn.Attr)
 	}
 	if h := listsHidden(forms[0]); h["from"][0] != "dead" || h["cursor"][0] != "99" {
@@ -70,28 +71,28 @@ func TestDeadRowsShowErrorShotsAndRetry(t *testing.T) {
 		}
 	}
 	// Retry many: checkboxes of the bulk form.
-	bulk := d.one(t, "bulk-form")
-	if listsAttr(bulk, "id") != "dead-bulk" || listsAttr(d.one(t, "bulk-retry"), "type") != "submit" {
+	bulk := d.One(t, "bulk-form")
+	if htmltest.Attr(bulk, "id") != "dead-bulk" || htmltest.Attr(d.One(t, "bulk-retry"), "type") != "submit" {
 		t.Error("bulk form")
 	}
 	var boxes []string
-	listsWalk(d.root, func(n *html.Node) {
-		if n.Data == "input" && listsAttr(n, "name") == "ids" && listsAttr(n, "form") == "dead-bulk" {
-			boxes = append(boxes, listsAttr(n, "value"))
-		}
-	})
+	for _, n := range htmltest.Find(d.Root, func(n *html.Node) bool {
+		return n.Data == "input" && htmltest.Attr(n, "name") == "ids" && htmltest.Attr(n, "form") == "dead-bulk"
+	}) {
+		boxes = append(boxes, htmltest.Attr(n, "value"))
+	}
 	if strings.Join(boxes, ",") != "7,6" {
 		t.Errorf("checkboxes %v", boxes)
 	}
 	// Retry all, behind a confirmation.
-	all := d.one(t, "retry-all-form")
-	if h := listsHidden(all); h["all"][0] != "dead" || !strings.Contains(listsAttr(all, "hx-confirm"), "1,234") || listsAttr(all, "action") != "/jobs/retry" {
+	all := d.One(t, "retry-all-form")
+	if h := listsHidden(all); h["all"][0] != "dead" || !strings.Contains(htmltest.Attr(all, "hx-confirm"), "1,234") || htmltest.Attr(all, "action") != "/jobs/retry" {
 		t.Errorf("retry-all form %v %v", all.Attr, h)
 	}
-	if listsText(d.one(t, "dead-total")) != "1,234" {
+	if htmltest.Text(d.One(t, "dead-total")) != "1,234" {
 		t.Error("dead total")
 	}
-	if listsAttr(d.one(t, "older-link"), "href") != "/dead?cursor=6" {
+	if htmltest.Attr(d.One(t, "older-link"), "href") != "/dead?cursor=6" {
 		t.Error("pager")
 	}
 }
@@ -99,10 +100,10 @@ func TestDeadRowsShowErrorShotsAndRetry(t *testing.T) {
 func TestDeadEmpty(t *testing.T) {
 	t.Parallel()
 	d := listsRender(t, templates.Dead(listsPage("dead"), templates.DeadView{}))
-	if !strings.Contains(listsText(d.one(t, "empty")), "No dead jobs. Good.") {
+	if !strings.Contains(htmltest.Text(d.One(t, "empty")), "No dead jobs. Good.") {
 		t.Error("empty state")
 	}
-	if len(d.all("retry-all-form")) != 0 || len(d.all("bulk-form")) != 0 {
+	if len(d.All("retry-all-form")) != 0 || len(d.All("bulk-form")) != 0 {
 		t.Error("retry buttons with nothing to retry")
 	}
 }

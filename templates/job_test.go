@@ -11,96 +11,17 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
-// jobHTML is a rendered page, parsed, for selecting on data-testid.
-type jobHTML struct {
-	root *html.Node
-	raw  string
-}
-
-func renderJobHTML(t *testing.T, c templ.Component) jobHTML {
+// renderHTML renders c and parses what it wrote.
+func renderHTML(t *testing.T, c templ.Component) htmltest.Doc {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := c.Render(context.Background(), &buf); err != nil {
-		t.Fatal(err)
+		t.Fatalf("rendering: %v", err)
 	}
-	root, err := html.Parse(strings.NewReader(buf.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jobHTML{root: root, raw: buf.String()}
-}
-
-// all returns the elements for which keep is true, in document order.
-func (d jobHTML) all(keep func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
-	for n := range d.root.Descendants() {
-		if n.Type == html.ElementNode && keep(n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (d jobHTML) testID(id string) []*html.Node {
-	return d.all(func(n *html.Node) bool { return jobAttr(n, "data-testid") == id })
-}
-
-func (d jobHTML) one(t *testing.T, id string) *html.Node {
-	t.Helper()
-	nodes := d.testID(id)
-	if len(nodes) != 1 {
-		t.Fatalf("%d elements with data-testid=%q, want 1", len(nodes), id)
-	}
-	return nodes[0]
-}
-
-func jobAttr(n *html.Node, name string) string {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func jobHasAttr(n *html.Node, name string) bool {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return true
-		}
-	}
-	return false
-}
-
-func jobText(n *html.Node) string {
-	var b strings.Builder
-	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
-}
-
-// jobNoInlineCode fails on what the CSP would block: style attributes,
-// inline scripts and event handler attributes.
-func jobNoInlineCode(t *testing.T, d jobHTML) {
-	t.Helper()
-	for _, n := range d.all(func(*html.Node) bool { return true }) {
-		for _, a := range n.Attr {
-			if a.Key == "style" || strings.HasPrefix(a.Key, "on") {
-				t.Errorf("<%s %s=%q>: inline code or style", n.Data, a.Key, a.Val)
-			}
-		}
-		if n.Data == "style" {
-			t.Errorf("inline <style> element")
-		}
-		if n.Data == "script" && (jobAttr(n, "src") == "" || n.FirstChild != nil) {
-			t.Errorf("inline <script> element")
-		}
-	}
+	return htmltest.Parse(t, buf.String())
 }
 
 var jobTestPage = templates.Page{Title: "t", User: "alice", CSRF: "csrf-token-1", CSS: "/static/app.css", JS: "/static/app.js", HTMX: "/static/htmx.js", Now: time.Now()}
@@ -145,38 +66,38 @@ func TestJobPageActionsFollowTheState(t *testing.T) {
 	} {
 		t.Run(tc.state, func(t *testing.T) {
 			t.Parallel()
-			d := renderJobHTML(t, templates.JobPage(jobTestPage, jobSample(tc.state)))
-			if got := len(d.testID("retry-button")) == 1; got != tc.retry {
+			d := renderHTML(t, templates.JobPage(jobTestPage, jobSample(tc.state)))
+			if got := len(d.All("retry-button")) == 1; got != tc.retry {
 				t.Errorf("retry button shown: %v, want %v", got, tc.retry)
 			}
-			if got := len(d.testID("cancel-button")) == 1; got != tc.cancel {
+			if got := len(d.All("cancel-button")) == 1; got != tc.cancel {
 				t.Errorf("cancel button shown: %v, want %v", got, tc.cancel)
 			}
 			// Every action is a POST form with the CSRF token.
-			for _, f := range d.all(func(n *html.Node) bool {
-				return n.Data == "form" && strings.HasPrefix(jobAttr(n, "action"), "/jobs/42/")
+			for _, f := range htmltest.Find(d.Root, func(n *html.Node) bool {
+				return n.Data == "form" && strings.HasPrefix(htmltest.Attr(n, "action"), "/jobs/42/")
 			}) {
-				if jobAttr(f, "method") != "post" {
-					t.Errorf("form %s is not a POST", jobAttr(f, "action"))
+				if htmltest.Attr(f, "method") != "post" {
+					t.Errorf("form %s is not a POST", htmltest.Attr(f, "action"))
 				}
 				if !strings.Contains(jobRenderNode(f), `name="_csrf" value="csrf-token-1"`) {
-					t.Errorf("form %s lacks the CSRF field", jobAttr(f, "action"))
+					t.Errorf("form %s lacks the CSRF field", htmltest.Attr(f, "action"))
 				}
 			}
-			live := d.one(t, "job-live")
-			if got := jobAttr(live, "hx-trigger") != ""; got != tc.live {
+			live := d.One(t, "job-live")
+			if got := htmltest.Attr(live, "hx-trigger") != ""; got != tc.live {
 				t.Errorf("polling: %v, want %v", got, tc.live)
 			}
-			if tc.live && (jobAttr(live, "hx-get") != "/jobs/42" || jobAttr(live, "hx-select") != "#job-live" || jobAttr(live, "hx-swap") != "outerHTML") {
+			if tc.live && (htmltest.Attr(live, "hx-get") != "/jobs/42" || htmltest.Attr(live, "hx-select") != "#job-live" || htmltest.Attr(live, "hx-swap") != "outerHTML") {
 				t.Errorf("polling attributes: %v", live.Attr)
 			}
-			if got := len(d.testID("lease-countdown")) == 1; got != tc.countdwn {
+			if got := len(d.All("lease-countdown")) == 1; got != tc.countdwn {
 				t.Errorf("countdown shown: %v, want %v", got, tc.countdwn)
 			}
-			if jobAttr(d.one(t, "job-state"), "data-state") != tc.state {
-				t.Errorf("state badge: %s", jobText(d.one(t, "job-state")))
+			if htmltest.Attr(d.One(t, "job-state"), "data-state") != tc.state {
+				t.Errorf("state badge: %s", htmltest.Text(d.One(t, "job-state")))
 			}
-			jobNoInlineCode(t, d)
+			htmltest.NoInlineCode(t, d.Root)
 		})
 	}
 }
@@ -184,49 +105,49 @@ func TestJobPageActionsFollowTheState(t *testing.T) {
 func TestJobPageRunningShowsTheLease(t *testing.T) {
 	t.Parallel()
 	v := jobSample("running")
-	d := renderJobHTML(t, templates.JobPage(jobTestPage, v))
-	cd := d.one(t, "lease-countdown")
-	if got := jobAttr(cd, "data-countdown"); got != v.LeaseUntil.Format(time.RFC3339Nano) {
+	d := renderHTML(t, templates.JobPage(jobTestPage, v))
+	cd := d.One(t, "lease-countdown")
+	if got := htmltest.Attr(cd, "data-countdown"); got != v.LeaseUntil.Format(time.RFC3339Nano) {
 		t.Errorf("data-countdown=%q", got)
 	}
-	if got := jobText(d.one(t, "lease-owner")); got != "w2" {
+	if got := htmltest.Text(d.One(t, "lease-owner")); got != "w2" {
 		t.Errorf("lease owner %q", got)
 	}
-	att := d.testID("attempt")
-	if len(att) != 2 || jobAttr(att[0], "data-attempt") != "2" || jobAttr(att[1], "data-attempt") != "1" {
+	att := d.All("attempt")
+	if len(att) != 2 || htmltest.Attr(att[0], "data-attempt") != "2" || htmltest.Attr(att[1], "data-attempt") != "1" {
 		t.Fatalf("attempts not newest first")
 	}
-	if !strings.Contains(jobText(att[0]), "running") {
-		t.Errorf("running attempt: %s", jobText(att[0]))
+	if !strings.Contains(htmltest.Text(att[0]), "running") {
+		t.Errorf("running attempt: %s", htmltest.Text(att[0]))
 	}
 }
 
 func TestJobPageScreenshotsLinkToFullSize(t *testing.T) {
 	t.Parallel()
-	d := renderJobHTML(t, templates.JobPage(jobTestPage, jobSample("dead")))
-	shots := d.testID("screenshot")
+	d := renderHTML(t, templates.JobPage(jobTestPage, jobSample("dead")))
+	shots := d.All("screenshot")
 	if len(shots) != 2 {
 		t.Fatalf("%d screenshots, want 2", len(shots))
 	}
 	for i, a := range shots {
 		want := []string{"/artifacts/11", "/artifacts/12"}[i]
-		if a.Data != "a" || jobAttr(a, "href") != want || jobAttr(a, "target") != "_blank" || !strings.Contains(jobAttr(a, "rel"), "noopener") {
+		if a.Data != "a" || htmltest.Attr(a, "href") != want || htmltest.Attr(a, "target") != "_blank" || !strings.Contains(htmltest.Attr(a, "rel"), "noopener") {
 			t.Errorf("screenshot link %d: <%s %v>", i, a.Data, a.Attr)
 		}
 		img := a.FirstChild
 		for img != nil && img.Type != html.ElementNode {
 			img = img.NextSibling
 		}
-		if img == nil || img.Data != "img" || jobAttr(img, "src") != want || jobAttr(img, "loading") != "lazy" || !strings.HasPrefix(jobAttr(img, "alt"), "step ") {
+		if img == nil || img.Data != "img" || htmltest.Attr(img, "src") != want || htmltest.Attr(img, "loading") != "lazy" || !strings.HasPrefix(htmltest.Attr(img, "alt"), "step ") {
 			t.Errorf("thumbnail %d: %v", i, img)
 		}
 	}
-	file := d.one(t, "text-artifact")
-	if jobAttr(file, "href") != "/artifacts/13" || !jobHasAttr(file, "download") {
+	file := d.One(t, "text-artifact")
+	if htmltest.Attr(file, "href") != "/artifacts/13" || !htmltest.HasAttr(file, "download") {
 		t.Errorf("text artifact link: %v", file.Attr)
 	}
-	if len(d.testID("event")) != 2 || len(d.testID("effect")) != 1 {
-		t.Errorf("%d events, %d effects", len(d.testID("event")), len(d.testID("effect")))
+	if len(d.All("event")) != 2 || len(d.All("effect")) != 1 {
+		t.Errorf("%d events, %d effects", len(d.All("event")), len(d.All("effect")))
 	}
 }
 
@@ -235,29 +156,29 @@ func TestJobPageEscapesWhatWorkersAndPeopleWrote(t *testing.T) {
 	v := jobSample("dead")
 	v.LastError = `<img src=x onerror=alert(1)>`
 	v.Attempts[0].Screenshots[0].Name = `"><script>alert(1)</script>`
-	d := renderJobHTML(t, templates.JobPage(jobTestPage, v))
-	if strings.Contains(d.raw, "<script>alert") || strings.Contains(d.raw, "<img src=x") {
+	d := renderHTML(t, templates.JobPage(jobTestPage, v))
+	if strings.Contains(d.Raw, "<script>alert") || strings.Contains(d.Raw, "<img src=x") {
 		t.Fatal("unescaped input in the page")
 	}
-	if got := jobText(d.one(t, "job-instructions")); got != "Open settings <script>alert(1)</script>" {
+	if got := htmltest.Text(d.One(t, "job-instructions")); got != "Open settings <script>alert(1)</script>" {
 		t.Errorf("instructions shown as %q", got)
 	}
-	jobNoInlineCode(t, d)
+	htmltest.NoInlineCode(t, d.Root)
 }
 
 func TestJobPageNoticeAndProblem(t *testing.T) {
 	t.Parallel()
 	v := jobSample("succeeded")
 	v.Notice = "Nothing changed"
-	d := renderJobHTML(t, templates.JobPage(jobTestPage, v))
-	if jobText(d.one(t, "job-notice")) != "Nothing changed" {
+	d := renderHTML(t, templates.JobPage(jobTestPage, v))
+	if htmltest.Text(d.One(t, "job-notice")) != "Nothing changed" {
 		t.Error("notice missing")
 	}
-	p := renderJobHTML(t, templates.JobProblem(jobTestPage, templates.JobProblemView{Title: "Job not found", Message: "There is no job 9."}))
-	if !strings.Contains(jobText(p.one(t, "problem")), "There is no job 9.") {
+	p := renderHTML(t, templates.JobProblem(jobTestPage, templates.JobProblemView{Title: "Job not found", Message: "There is no job 9."}))
+	if !strings.Contains(htmltest.Text(p.One(t, "problem")), "There is no job 9.") {
 		t.Error("problem page lacks its message")
 	}
-	jobNoInlineCode(t, p)
+	htmltest.NoInlineCode(t, p.Root)
 }
 
 func jobRenderNode(n *html.Node) string {

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 func listsJobsView() templates.JobsView {
@@ -26,56 +27,53 @@ func listsJobsView() templates.JobsView {
 func TestJobsRows(t *testing.T) {
 	t.Parallel()
 	d := listsRender(t, templates.Jobs(listsPage("jobs"), listsJobsView()))
-	rows := d.all("job-row")
-	if len(rows) != 2 || listsAttr(rows[0], "data-job-id") != "42" || listsAttr(rows[1], "data-job-id") != "41" {
+	rows := d.All("job-row")
+	if len(rows) != 2 || htmltest.Attr(rows[0], "data-job-id") != "42" || htmltest.Attr(rows[1], "data-job-id") != "41" {
 		t.Fatalf("rows: %d", len(rows))
 	}
 	first := rows[0]
-	if badge := listsAll(first, "state")[0]; !strings.Contains(listsAttr(badge, "class"), "state-dead") || listsText(badge) != "dead" {
-		t.Errorf("state badge: class %q text %q", listsAttr(badge, "class"), listsText(badge))
+	if badge := htmltest.ByTestID(first, "state")[0]; !strings.Contains(htmltest.Attr(badge, "class"), "state-dead") || htmltest.Text(badge) != "dead" {
+		t.Errorf("state badge: class %q text %q", htmltest.Attr(badge, "class"), htmltest.Text(badge))
 	}
-	if link := listsAll(first, "job-link")[0]; listsAttr(link, "href") != "/jobs/42" || listsText(link) != "#42" {
-		t.Errorf("job link: %q %q", listsAttr(link, "href"), listsText(link))
+	if link := htmltest.ByTestID(first, "job-link")[0]; htmltest.Attr(link, "href") != "/jobs/42" || htmltest.Text(link) != "#42" {
+		t.Errorf("job link: %q %q", htmltest.Attr(link, "href"), htmltest.Text(link))
 	}
-	if got := listsText(listsAll(first, "job-attempt")[0]); got != "3/3" {
+	if got := htmltest.Text(htmltest.ByTestID(first, "job-attempt")[0]); got != "3/3" {
 		t.Errorf("attempt: %q", got)
 	}
 	for _, want := range []string{"com.example.notes", "app_investigation", "phone-1", "tapped a button"} {
-		if !strings.Contains(listsText(first), want) {
-			t.Errorf("row lacks %q: %s", want, listsText(first))
+		if !strings.Contains(htmltest.Text(first), want) {
+			t.Errorf("row lacks %q: %s", want, htmltest.Text(first))
 		}
 	}
 	// Every row's checkbox belongs to the bulk form, which is not nested
 	// around anything but its buttons.
-	var boxes int
-	listsWalk(d.root, func(n *html.Node) {
-		if n.Data == "input" && listsAttr(n, "name") == "ids" {
-			boxes++
-			if listsAttr(n, "type") != "checkbox" || listsAttr(n, "form") != "jobs-bulk" || !listsHasAttr(n, "hx-preserve") || listsAttr(n, "id") == "" {
-				t.Errorf("checkbox %v", n.Attr)
-			}
+	boxes := htmltest.Find(d.Root, func(n *html.Node) bool { return n.Data == "input" && htmltest.Attr(n, "name") == "ids" })
+	for _, n := range boxes {
+		if htmltest.Attr(n, "type") != "checkbox" || htmltest.Attr(n, "form") != "jobs-bulk" || !htmltest.HasAttr(n, "hx-preserve") || htmltest.Attr(n, "id") == "" {
+			t.Errorf("checkbox %v", n.Attr)
 		}
-	})
-	if boxes != 2 {
-		t.Errorf("%d checkboxes", boxes)
 	}
-	form := d.one(t, "bulk-form")
-	if listsAttr(form, "id") != "jobs-bulk" || listsAttr(form, "method") != "post" {
+	if len(boxes) != 2 {
+		t.Errorf("%d checkboxes", len(boxes))
+	}
+	form := d.One(t, "bulk-form")
+	if htmltest.Attr(form, "id") != "jobs-bulk" || htmltest.Attr(form, "method") != "post" {
 		t.Errorf("bulk form %v", form.Attr)
 	}
 	if h := listsHidden(form); h["from"][0] != "jobs" || h["kind"][0] != "app_investigation" || h["state"] != nil {
 		t.Errorf("bulk form's return fields: %v", h)
 	}
-	if listsAttr(d.one(t, "bulk-retry"), "formaction") != "/jobs/retry" || listsAttr(d.one(t, "bulk-cancel"), "formaction") != "/jobs/cancel" {
+	if htmltest.Attr(d.One(t, "bulk-retry"), "formaction") != "/jobs/retry" || htmltest.Attr(d.One(t, "bulk-cancel"), "formaction") != "/jobs/cancel" {
 		t.Error("bulk buttons post to the wrong actions")
 	}
 	// The newest page refreshes its table; the pager only goes older.
-	live := d.one(t, "jobs-live")
-	if listsAttr(live, "hx-get") != "/jobs?kind=app_investigation" || listsAttr(live, "hx-trigger") != "every 3s" ||
-		listsAttr(live, "hx-swap") != "outerHTML" || listsAttr(live, "hx-select") != "#jobs-live" || listsAttr(live, "id") != "jobs-live" {
+	live := d.One(t, "jobs-live")
+	if htmltest.Attr(live, "hx-get") != "/jobs?kind=app_investigation" || htmltest.Attr(live, "hx-trigger") != "every 3s" ||
+		htmltest.Attr(live, "hx-swap") != "outerHTML" || htmltest.Attr(live, "hx-select") != "#jobs-live" || htmltest.Attr(live, "id") != "jobs-live" {
 		t.Errorf("live region: %v", live.Attr)
 	}
-	if listsAttr(d.one(t, "older-link"), "href") != "/jobs?cursor=41&kind=app_investigation" || len(d.all("newest-link")) != 0 {
+	if htmltest.Attr(d.One(t, "older-link"), "href") != "/jobs?cursor=41&kind=app_investigation" || len(d.All("newest-link")) != 0 {
 		t.Error("pager")
 	}
 }
@@ -85,13 +83,13 @@ func TestJobsOlderPageDoesNotRefresh(t *testing.T) {
 	v := listsJobsView()
 	v.Cursor, v.LiveURL, v.FirstURL = 100, "", "/jobs?kind=app_investigation"
 	d := listsRender(t, templates.Jobs(listsPage("jobs"), v))
-	if live := d.one(t, "jobs-live"); listsHasAttr(live, "hx-get") || listsHasAttr(live, "hx-trigger") {
+	if live := d.One(t, "jobs-live"); htmltest.HasAttr(live, "hx-get") || htmltest.HasAttr(live, "hx-trigger") {
 		t.Errorf("an older page polls: %v", live.Attr)
 	}
-	if listsAttr(d.one(t, "newest-link"), "href") != "/jobs?kind=app_investigation" {
+	if htmltest.Attr(d.One(t, "newest-link"), "href") != "/jobs?kind=app_investigation" {
 		t.Error("no way back to the newest page")
 	}
-	if h := listsHidden(d.one(t, "bulk-form")); h["cursor"][0] != "100" {
+	if h := listsHidden(d.One(t, "bulk-form")); h["cursor"][0] != "100" {
 		t.Errorf("bulk form forgets the cursor: %v", h)
 	}
 }
@@ -114,20 +112,18 @@ func TestJobsEmptyStates(t *testing.T) {
 			t.Parallel()
 			v := templates.JobsView{Filter: tc.filter, Cursor: tc.cursor, FirstURL: "/jobs?x=1"}
 			d := listsRender(t, templates.Jobs(listsPage("jobs"), v))
-			empty := d.one(t, "empty")
-			if !strings.Contains(listsText(empty), tc.want) {
-				t.Errorf("empty state %q, want %q", listsText(empty), tc.want)
+			empty := d.One(t, "empty")
+			if !strings.Contains(htmltest.Text(empty), tc.want) {
+				t.Errorf("empty state %q, want %q", htmltest.Text(empty), tc.want)
 			}
 			var links []string
-			listsWalk(empty, func(n *html.Node) {
-				if n.Data == "a" {
-					links = append(links, listsAttr(n, "href"))
-				}
-			})
+			for _, a := range htmltest.Find(empty, func(n *html.Node) bool { return n.Data == "a" }) {
+				links = append(links, htmltest.Attr(a, "href"))
+			}
 			if len(links) == 0 || links[len(links)-1] != tc.link {
 				t.Errorf("empty state links %v, want %q", links, tc.link)
 			}
-			if len(d.all("bulk-form")) != 0 || len(d.all("jobs-table")) != 0 {
+			if len(d.All("bulk-form")) != 0 || len(d.All("jobs-table")) != 0 {
 				t.Error("an empty list shows bulk actions or a table")
 			}
 		})
@@ -144,20 +140,20 @@ func TestJobsRefusedFilter(t *testing.T) {
 		Invalid:     true,
 	}
 	d := listsRender(t, templates.Jobs(listsPage("jobs"), v))
-	sel := d.byID("filter-state")
-	if sel == nil || listsAttr(sel, "aria-invalid") != "true" {
+	sel := htmltest.ByID(d.Root, "filter-state")
+	if sel == nil || htmltest.Attr(sel, "aria-invalid") != "true" {
 		t.Fatal("the refused field is not marked aria-invalid")
 	}
-	if msg := d.one(t, "field-error"); !strings.Contains(listsText(msg), "bogus") || listsAttr(msg, "id") != listsAttr(sel, "aria-describedby") {
-		t.Errorf("field error %q beside the field", listsText(msg))
+	if msg := d.One(t, "field-error"); !strings.Contains(htmltest.Text(msg), "bogus") || htmltest.Attr(msg, "id") != htmltest.Attr(sel, "aria-describedby") {
+		t.Errorf("field error %q beside the field", htmltest.Text(msg))
 	}
-	if app := d.byID("filter-app"); listsAttr(app, "value") != "com.example.notes" || listsHasAttr(app, "aria-invalid") {
+	if app := htmltest.ByID(d.Root, "filter-app"); htmltest.Attr(app, "value") != "com.example.notes" || htmltest.HasAttr(app, "aria-invalid") {
 		t.Errorf("app filter: %v", app.Attr)
 	}
-	if n := d.one(t, "notice"); !strings.Contains(listsAttr(n, "class"), "error") || listsText(n) != "broken link" {
+	if n := d.One(t, "notice"); !strings.Contains(htmltest.Attr(n, "class"), "error") || htmltest.Text(n) != "broken link" {
 		t.Errorf("notice %v", n.Attr)
 	}
-	if len(d.all("jobs-live")) != 0 {
+	if len(d.All("jobs-live")) != 0 {
 		t.Error("a refused query still shows a list")
 	}
 }
@@ -166,20 +162,18 @@ func TestJobsFilterKeepsSelection(t *testing.T) {
 	t.Parallel()
 	v := templates.JobsView{States: []string{"pending", "dead"}, Filter: templates.ListFilter{State: "dead", Queue: "q1"}}
 	d := listsRender(t, templates.Jobs(listsPage("jobs"), v))
-	form := d.one(t, "filters")
-	if listsAttr(form, "method") != "get" || listsAttr(form, "action") != "/jobs" {
+	form := d.One(t, "filters")
+	if htmltest.Attr(form, "method") != "get" || htmltest.Attr(form, "action") != "/jobs" {
 		t.Errorf("filter form %v", form.Attr)
 	}
 	var selected []string
-	listsWalk(form, func(n *html.Node) {
-		if n.Data == "option" && listsHasAttr(n, "selected") {
-			selected = append(selected, listsAttr(n, "value"))
-		}
-	})
+	for _, o := range htmltest.Find(form, func(n *html.Node) bool { return n.Data == "option" && htmltest.HasAttr(n, "selected") }) {
+		selected = append(selected, htmltest.Attr(o, "value"))
+	}
 	if len(selected) != 1 || selected[0] != "dead" {
 		t.Errorf("selected states %v", selected)
 	}
-	if listsAttr(d.byID("filter-queue"), "value") != "q1" {
+	if htmltest.Attr(htmltest.ByID(d.Root, "filter-queue"), "value") != "q1" {
 		t.Error("queue filter lost")
 	}
 }
@@ -187,7 +181,7 @@ func TestJobsFilterKeepsSelection(t *testing.T) {
 func TestListProblem(t *testing.T) {
 	t.Parallel()
 	d := listsRender(t, templates.ListProblem(listsPage(""), `"abc" is not a job id.`, "/dead?cursor=3"))
-	if !strings.Contains(listsText(d.one(t, "notice")), "abc") || listsAttr(d.one(t, "back-link"), "href") != "/dead?cursor=3" {
+	if !strings.Contains(htmltest.Text(d.One(t, "notice")), "abc") || htmltest.Attr(d.One(t, "back-link"), "href") != "/dead?cursor=3" {
 		t.Error("problem page")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 func TestWorkersRows(t *testing.T) {
@@ -17,27 +18,27 @@ func TestWorkersRows(t *testing.T) {
 		{ID: "old-host", Queues: []string{"default"}, LastSeen: listsNow.Add(-time.Hour), Started: listsNow.Add(-2 * time.Hour)},
 	}}
 	d := listsRender(t, templates.Workers(listsPage("workers"), v))
-	rows := d.all("worker-row")
-	if len(rows) != 2 || listsAttr(rows[0], "data-worker-id") != "phone-1" {
+	rows := d.All("worker-row")
+	if len(rows) != 2 || htmltest.Attr(rows[0], "data-worker-id") != "phone-1" {
 		t.Fatalf("%d rows", len(rows))
 	}
-	if len(listsAll(rows[0], "online")) != 1 || len(listsAll(rows[1], "offline")) != 1 || len(listsAll(rows[1], "online")) != 0 {
+	if len(htmltest.ByTestID(rows[0], "online")) != 1 || len(htmltest.ByTestID(rows[1], "offline")) != 1 || len(htmltest.ByTestID(rows[1], "online")) != 0 {
 		t.Error("online badges")
 	}
-	held := listsAll(rows[0], "held-job")
-	if len(held) != 2 || listsAttr(held[0], "data-job-id") != "11" || !strings.Contains(listsText(held[0]), "com.example.notes") {
+	held := htmltest.ByTestID(rows[0], "held-job")
+	if len(held) != 2 || htmltest.Attr(held[0], "data-job-id") != "11" || !strings.Contains(htmltest.Text(held[0]), "com.example.notes") {
 		t.Fatalf("held jobs: %d", len(held))
 	}
-	if !strings.Contains(d.raw, `href="/jobs/11"`) || !strings.Contains(d.raw, `data-countdown="`+until.Format(time.RFC3339Nano)+`"`) {
+	if !strings.Contains(d.Raw, `href="/jobs/11"`) || !strings.Contains(d.Raw, `data-countdown="`+until.Format(time.RFC3339Nano)+`"`) {
 		t.Error("held job link or lease countdown")
 	}
-	if !strings.Contains(listsText(rows[0]), "and 1 more") {
+	if !strings.Contains(htmltest.Text(rows[0]), "and 1 more") {
 		t.Error("jobs beyond the listed ones are not mentioned")
 	}
-	if !strings.Contains(listsText(rows[1]), "idle") {
+	if !strings.Contains(htmltest.Text(rows[1]), "idle") {
 		t.Error("an idle worker")
 	}
-	if live := d.one(t, "workers-live"); listsAttr(live, "hx-trigger") != "every 3s" || listsAttr(live, "hx-get") != "/workers" || listsAttr(live, "hx-select") != "#workers-live" {
+	if live := d.One(t, "workers-live"); htmltest.Attr(live, "hx-trigger") != "every 3s" || htmltest.Attr(live, "hx-get") != "/workers" || htmltest.Attr(live, "hx-select") != "#workers-live" {
 		t.Error("live region")
 	}
 }
@@ -45,7 +46,7 @@ func TestWorkersRows(t *testing.T) {
 func TestWorkersEmpty(t *testing.T) {
 	t.Parallel()
 	d := listsRender(t, templates.Workers(listsPage("workers"), templates.WorkersView{Window: "24 hours", WorkerCommand: "worker --server-url http://h"}))
-	if e := d.one(t, "empty"); !strings.Contains(listsText(e), "No workers seen in the last 24 hours") || listsText(d.one(t, "worker-command")) != "worker --server-url http://h" {
-		t.Errorf("empty state %q", listsText(e))
+	if e := d.One(t, "empty"); !strings.Contains(htmltest.Text(e), "No workers seen in the last 24 hours") || htmltest.Text(d.One(t, "worker-command")) != "worker --server-url http://h" {
+		t.Errorf("empty state %q", htmltest.Text(e))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 // browser is a signed-in person's browser: cookies, and the CSRF token of
@@ -74,4 +76,13 @@ func (b *browser) do(t *testing.T, req *http.Request) *response {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	return &response{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// parseHTML parses an HTML answer, failing the test if it is not one.
+func parseHTML(t *testing.T, r *response) htmltest.Doc {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("Content-Type %q, want an HTML page; body: %.300s", ct, r.body)
+	}
+	return htmltest.Parse(t, string(r.body))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 // listsDeadWithShots makes a dead job of app whose only attempt took n
@@ -43,29 +44,29 @@ func TestDeadPage(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	b := f.signIn(t, "alice")
-	d := listsParse(t, b.get(t, "/dead").want(t, http.StatusOK))
-	if !strings.Contains(listsTextOf(d.one(t, "empty")), "No dead jobs. Good.") || len(d.all("retry-all-form")) != 0 {
+	d := parseHTML(t, b.get(t, "/dead").want(t, http.StatusOK))
+	if !strings.Contains(htmltest.Text(d.One(t, "empty")), "No dead jobs. Good.") || len(d.All("retry-all-form")) != 0 {
 		t.Fatal("empty dead-letter queue")
 	}
 
 	notes, shots := f.listsDeadWithShots(t, "com.example.notes", 8)
 	plain := f.deadJob(t, "report")
 	f.listsInsert(t, "report", "default", "") // pending: not a dead letter
-	d = listsParse(t, b.get(t, "/dead").want(t, http.StatusOK))
-	if got := d.rowIDs(t, "dead-row"); !slices.Equal(got, []int64{plain.ID, notes.ID}) {
+	d = parseHTML(t, b.get(t, "/dead").want(t, http.StatusOK))
+	if got := listsRowIDs(t, d, "dead-row"); !slices.Equal(got, []int64{plain.ID, notes.ID}) {
 		t.Fatalf("dead rows %v", got)
 	}
-	row := d.all("dead-row")[1]
-	if !strings.Contains(listsTextOf(row), "com.example.notes") || !strings.Contains(listsTextOf(row), "1 of 5 attempts used") {
-		t.Errorf("row %q", listsTextOf(row))
+	row := d.All("dead-row")[1]
+	if !strings.Contains(htmltest.Text(row), "com.example.notes") || !strings.Contains(htmltest.Text(row), "1 of 5 attempts used") {
+		t.Errorf("row %q", htmltest.Text(row))
 	}
-	if e := listsUnder(row, "last-error"); len(e) != 1 || !strings.Contains(listsTextOf(e[0]), "at step 3") {
+	if e := htmltest.ByTestID(row, "last-error"); len(e) != 1 || !strings.Contains(htmltest.Text(e[0]), "at step 3") {
 		t.Error("the full last error is not in the row")
 	}
 	var srcs []string
-	for _, img := range listsUnder(row, "shot") {
-		srcs = append(srcs, listsAttrOf(img, "src"))
-		if listsAttrOf(img, "loading") != "lazy" || listsAttrOf(img.Parent, "href") != listsAttrOf(img, "src") {
+	for _, img := range htmltest.ByTestID(row, "shot") {
+		srcs = append(srcs, htmltest.Attr(img, "src"))
+		if htmltest.Attr(img, "loading") != "lazy" || htmltest.Attr(img.Parent, "href") != htmltest.Attr(img, "src") {
 			t.Errorf("thumbnail %v", img.Attr)
 		}
 	}
@@ -73,13 +74,13 @@ func TestDeadPage(t *testing.T) {
 	for _, id := range shots[len(shots)-6:] {
 		want = append(want, "/artifacts/"+itoa(id))
 	}
-	if !slices.Equal(srcs, want) || !strings.Contains(listsTextOf(listsUnder(row, "shots")[0]), "+2 more") {
+	if !slices.Equal(srcs, want) || !strings.Contains(htmltest.Text(htmltest.ByTestID(row, "shots")[0]), "+2 more") {
 		t.Errorf("thumbnails %v, want the last six %v and +2 more", srcs, want)
 	}
-	if len(listsUnder(d.all("dead-row")[0], "shot")) != 0 {
+	if len(htmltest.ByTestID(d.All("dead-row")[0], "shot")) != 0 {
 		t.Error("a job without screenshots shows some")
 	}
-	if listsTextOf(d.one(t, "dead-total")) != "2" {
+	if htmltest.Text(d.One(t, "dead-total")) != "2" {
 		t.Error("total")
 	}
 }
@@ -93,22 +94,22 @@ func TestDeadPagePaginates(t *testing.T) {
 		want = append(want, f.deadJob(t, "report").ID)
 	}
 	slices.Reverse(want)
-	d := listsParse(t, b.get(t, "/dead").want(t, http.StatusOK))
-	first := d.rowIDs(t, "dead-row")
-	next := listsAttrOf(d.one(t, "older-link"), "href")
+	d := parseHTML(t, b.get(t, "/dead").want(t, http.StatusOK))
+	first := listsRowIDs(t, d, "dead-row")
+	next := htmltest.Attr(d.One(t, "older-link"), "href")
 	if len(first) != 20 || next != "/dead?cursor="+itoa(first[19]) {
 		t.Fatalf("first page: %d rows, older link %q", len(first), next)
 	}
-	d = listsParse(t, b.get(t, next).want(t, http.StatusOK))
-	if got := append(first, d.rowIDs(t, "dead-row")...); !slices.Equal(got, want) || len(d.all("older-link")) != 0 {
+	d = parseHTML(t, b.get(t, next).want(t, http.StatusOK))
+	if got := append(first, listsRowIDs(t, d, "dead-row")...); !slices.Equal(got, want) || len(d.All("older-link")) != 0 {
 		t.Fatalf("pages %v, want %v", got, want)
 	}
-	if h := listsAttrOf(d.one(t, "newest-link"), "href"); h != "/dead" {
+	if h := htmltest.Attr(d.One(t, "newest-link"), "href"); h != "/dead" {
 		t.Errorf("newest link %q", h)
 	}
 	for _, q := range []string{"cursor=-1", "cursor=x"} {
 		r := b.get(t, "/dead?"+q).want(t, http.StatusBadRequest)
-		if d := listsParse(t, r); len(d.all("notice")) != 1 || len(d.all("dead-row")) != 0 {
+		if d := parseHTML(t, r); len(d.All("notice")) != 1 || len(d.All("dead-row")) != 0 {
 			t.Errorf("%s: no notice", q)
 		}
 	}
@@ -126,10 +127,10 @@ func TestDeadPageRetry(t *testing.T) {
 
 	// One, from its row's form.
 	loc, page := b.listsFollow(t, b.post(t, "/jobs/retry", url.Values{"ids": {itoa(dead[0])}, "from": {"dead"}}))
-	if loc != "/dead?done=retried%3A1" || listsTextOf(listsParse(t, page).one(t, "notice")) != "1 job retried." {
+	if loc != "/dead?done=retried%3A1" || htmltest.Text(parseHTML(t, page).One(t, "notice")) != "1 job retried." {
 		t.Fatalf("retry one: %q", loc)
 	}
-	if listsParse(t, page).rowIDs(t, "dead-row")[0] != dead[4] || f.listsState(t, dead[0]) != queue.StatePending {
+	if listsRowIDs(t, parseHTML(t, page), "dead-row")[0] != dead[4] || f.listsState(t, dead[0]) != queue.StatePending {
 		t.Fatal("retried job still dead")
 	}
 	// Many, from the checkboxes.
@@ -149,8 +150,8 @@ func TestDeadPageRetry(t *testing.T) {
 	if n := f.stats(t)["dead"]; n != 0 {
 		t.Fatalf("%d dead after retrying all", n)
 	}
-	d := listsParse(t, b.get(t, "/dead?done=retried%3A2").want(t, http.StatusOK))
-	if listsTextOf(d.one(t, "notice")) != "2 jobs retried." || len(d.all("empty")) != 1 {
+	d := parseHTML(t, b.get(t, "/dead?done=retried%3A2").want(t, http.StatusOK))
+	if htmltest.Text(d.One(t, "notice")) != "2 jobs retried." || len(d.All("empty")) != 1 {
 		t.Error("after retrying all")
 	}
 }

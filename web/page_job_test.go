@@ -10,63 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/html"
-
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
-
-// jobPageDoc is an HTML answer, parsed, for selecting on data-testid.
-type jobPageDoc struct{ root *html.Node }
-
-func parseJobPage(t *testing.T, r *response) jobPageDoc {
-	t.Helper()
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
-		t.Fatalf("Content-Type %q, want an HTML page; body: %.300s", ct, r.body)
-	}
-	root, err := html.Parse(bytes.NewReader(r.body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jobPageDoc{root}
-}
-
-func (d jobPageDoc) testID(id string) []*html.Node {
-	var out []*html.Node
-	for n := range d.root.Descendants() {
-		if n.Type == html.ElementNode && jobPageAttr(n, "data-testid") == id {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (d jobPageDoc) one(t *testing.T, id string) *html.Node {
-	t.Helper()
-	nodes := d.testID(id)
-	if len(nodes) != 1 {
-		t.Fatalf("%d elements with data-testid=%q, want 1", len(nodes), id)
-	}
-	return nodes[0]
-}
-
-func jobPageAttr(n *html.Node, name string) string {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func jobPageText(n *html.Node) string {
-	var b strings.Builder
-	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
-}
 
 // submitInvestigation submits an app_investigation through the API.
 func (f *fixture) submitInvestigation(t *testing.T, app string) jobJSON {
@@ -109,44 +55,44 @@ func TestJobPageShowsARunningJobLive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := parseJobPage(t, b.get(t, jobPagePath(j.ID)).want(t, http.StatusOK))
-	if got := jobPageText(d.one(t, "job-app")); got != "com.example.notes" {
+	d := parseHTML(t, b.get(t, jobPagePath(j.ID)).want(t, http.StatusOK))
+	if got := htmltest.Text(d.One(t, "job-app")); got != "com.example.notes" {
 		t.Errorf("heading %q", got)
 	}
-	if got := jobPageAttr(d.one(t, "job-state"), "data-state"); got != "running" {
+	if got := htmltest.Attr(d.One(t, "job-state"), "data-state"); got != "running" {
 		t.Errorf("state %q", got)
 	}
-	deadline := jobPageAttr(d.one(t, "lease-countdown"), "data-countdown")
+	deadline := htmltest.Attr(d.One(t, "lease-countdown"), "data-countdown")
 	if until, err := time.Parse(time.RFC3339Nano, deadline); err != nil || until.Before(time.Now()) {
 		t.Errorf("countdown deadline %q: %v", deadline, err)
 	}
-	if got := jobPageText(d.one(t, "lease-owner")); got != "phone-1" {
+	if got := htmltest.Text(d.One(t, "lease-owner")); got != "phone-1" {
 		t.Errorf("lease owner %q", got)
 	}
-	live := d.one(t, "job-live")
-	if jobPageAttr(live, "hx-trigger") != "every 2s" || jobPageAttr(live, "hx-get") != jobPagePath(j.ID) || jobPageAttr(live, "hx-select") != "#job-live" {
+	live := d.One(t, "job-live")
+	if htmltest.Attr(live, "hx-trigger") != "every 2s" || htmltest.Attr(live, "hx-get") != jobPagePath(j.ID) || htmltest.Attr(live, "hx-select") != "#job-live" {
 		t.Errorf("live part does not poll: %v", live.Attr)
 	}
-	att := d.one(t, "attempt")
-	if jobPageAttr(att, "data-attempt") != "1" || !strings.Contains(jobPageText(att), "running") ||
-		jobPageText(d.one(t, "attempt-token")) != strconv.FormatInt(l.Token, 10) {
-		t.Errorf("attempt: %s", jobPageText(att))
+	att := d.One(t, "attempt")
+	if htmltest.Attr(att, "data-attempt") != "1" || !strings.Contains(htmltest.Text(att), "running") ||
+		htmltest.Text(d.One(t, "attempt-token")) != strconv.FormatInt(l.Token, 10) {
+		t.Errorf("attempt: %s", htmltest.Text(att))
 	}
-	links := d.testID("screenshot")
-	if len(links) != 2 || jobPageAttr(links[0], "href") != "/artifacts/"+strconv.FormatInt(shots[0], 10) || jobPageAttr(links[0], "target") != "_blank" {
+	links := d.All("screenshot")
+	if len(links) != 2 || htmltest.Attr(links[0], "href") != "/artifacts/"+strconv.FormatInt(shots[0], 10) || htmltest.Attr(links[0], "target") != "_blank" {
 		t.Fatalf("screenshots: %d", len(links))
 	}
-	if jobPageAttr(d.one(t, "text-artifact"), "href") != "/artifacts/"+strconv.FormatInt(shots[2], 10) {
+	if htmltest.Attr(d.One(t, "text-artifact"), "href") != "/artifacts/"+strconv.FormatInt(shots[2], 10) {
 		t.Error("text artifact not linked")
 	}
 	types := map[string]bool{}
-	for _, e := range d.testID("event") {
-		types[jobPageAttr(e, "data-type")] = true
+	for _, e := range d.All("event") {
+		types[htmltest.Attr(e, "data-type")] = true
 	}
 	if !types["created"] || !types["claimed"] || !types["progress"] {
 		t.Errorf("events %v", types)
 	}
-	if len(d.testID("cancel-button")) != 1 || len(d.testID("retry-button")) != 0 {
+	if len(d.All("cancel-button")) != 1 || len(d.All("retry-button")) != 0 {
 		t.Error("a running job offers Cancel only")
 	}
 
@@ -155,15 +101,15 @@ func TestJobPageShowsARunningJobLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.do(t, jobPageHTMX(t, f, jobPagePath(j.ID)))
-	d = parseJobPage(t, r.want(t, http.StatusOK))
-	live = d.one(t, "job-live")
-	if jobPageAttr(live, "hx-trigger") != "" || jobPageAttr(live, "hx-get") != "" {
+	d = parseHTML(t, r.want(t, http.StatusOK))
+	live = d.One(t, "job-live")
+	if htmltest.Attr(live, "hx-trigger") != "" || htmltest.Attr(live, "hx-get") != "" {
 		t.Errorf("a finished job still polls: %v", live.Attr)
 	}
-	if !strings.Contains(jobPageText(d.one(t, "job-result")), `"verdict": "ok"`) || len(d.testID("lease-countdown")) != 0 {
+	if !strings.Contains(htmltest.Text(d.One(t, "job-result")), `"verdict": "ok"`) || len(d.All("lease-countdown")) != 0 {
 		t.Error("result missing, or countdown still shown")
 	}
-	if len(d.testID("cancel-button"))+len(d.testID("retry-button")) != 0 {
+	if len(d.All("cancel-button"))+len(d.All("retry-button")) != 0 {
 		t.Error("a succeeded job offers an action")
 	}
 }
@@ -191,8 +137,8 @@ func TestJobPageUnknownOrBadID(t *testing.T) {
 		"/jobs/%3Cscript%3E":         http.StatusBadRequest,
 	} {
 		r := b.get(t, path).want(t, status)
-		d := parseJobPage(t, r)
-		d.one(t, "problem")
+		d := parseHTML(t, r)
+		d.One(t, "problem")
 		if bytes.Contains(r.body, []byte("<script>")) {
 			t.Errorf("%s: unescaped id in the page", path)
 		}
@@ -208,8 +154,8 @@ func TestJobPageRetryAndCancel(t *testing.T) {
 	b := f.signIn(t, "alice")
 
 	dead := f.deadJob(t, "report")
-	d := parseJobPage(t, b.get(t, jobPagePath(dead.ID)).want(t, http.StatusOK))
-	if len(d.testID("retry-button")) != 1 || len(d.testID("cancel-button")) != 0 {
+	d := parseHTML(t, b.get(t, jobPagePath(dead.ID)).want(t, http.StatusOK))
+	if len(d.All("retry-button")) != 1 || len(d.All("cancel-button")) != 0 {
 		t.Fatal("a dead job offers Retry only")
 	}
 	r := b.post(t, jobPagePath(dead.ID)+"/retry", url.Values{}).want(t, http.StatusSeeOther)
@@ -238,7 +184,7 @@ func TestJobPageRetryAndCancel(t *testing.T) {
 	if j, _ := f.queue.Get(f.ctx, running.ID); j.State != queue.StateRunning || !j.CancelRequested {
 		t.Fatalf("running job after cancel: %s, cancel requested %v", j.State, j.CancelRequested)
 	}
-	parseJobPage(t, b.get(t, jobPagePath(running.ID))).one(t, "cancel-requested")
+	parseHTML(t, b.get(t, jobPagePath(running.ID))).One(t, "cancel-requested")
 
 	// A finished job: 409, the page again with why nothing happened.
 	done := f.submitInvestigation(t, "com.example.done")
@@ -247,11 +193,11 @@ func TestJobPageRetryAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = b.post(t, jobPagePath(done.ID)+"/cancel", url.Values{}).want(t, http.StatusConflict)
-	d = parseJobPage(t, r)
-	if notice := jobPageText(d.one(t, "job-notice")); !strings.Contains(notice, "succeeded") {
+	d = parseHTML(t, r)
+	if notice := htmltest.Text(d.One(t, "job-notice")); !strings.Contains(notice, "succeeded") {
 		t.Errorf("notice %q", notice)
 	}
-	if jobPageAttr(d.one(t, "job-state"), "data-state") != "succeeded" {
+	if htmltest.Attr(d.One(t, "job-state"), "data-state") != "succeeded" {
 		t.Error("the 409 page does not show the job")
 	}
 	b.post(t, jobPagePath(done.ID)+"/retry", url.Values{}).want(t, http.StatusConflict)

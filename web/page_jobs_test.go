@@ -15,78 +15,21 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
-// listsHTML is an HTML answer of a list page, parsed.
-type listsHTML struct {
-	root *html.Node
-	raw  string
-}
-
-func listsParse(t *testing.T, r *response) listsHTML {
-	t.Helper()
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
-		t.Fatalf("Content-Type %q, want HTML; body: %.300s", ct, r.body)
-	}
-	root, err := html.Parse(bytes.NewReader(r.body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return listsHTML{root: root, raw: string(r.body)}
-}
-
-func (d listsHTML) all(id string) []*html.Node { return listsUnder(d.root, id) }
-
-func listsUnder(root *html.Node, id string) []*html.Node {
-	var out []*html.Node
-	for n := range root.Descendants() {
-		if n.Type == html.ElementNode && listsAttrOf(n, "data-testid") == id {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (d listsHTML) one(t *testing.T, id string) *html.Node {
-	t.Helper()
-	nodes := d.all(id)
-	if len(nodes) != 1 {
-		t.Fatalf("%d elements with data-testid=%q, want 1\n%.3000s", len(nodes), id, d.raw)
-	}
-	return nodes[0]
-}
-
-// rowIDs are the data-job-id of the elements with data-testid id.
-func (d listsHTML) rowIDs(t *testing.T, id string) []int64 {
+// listsRowIDs are the data-job-id of the elements with data-testid id.
+func listsRowIDs(t *testing.T, d htmltest.Doc, id string) []int64 {
 	t.Helper()
 	var out []int64
-	for _, n := range d.all(id) {
-		v, err := strconv.ParseInt(listsAttrOf(n, "data-job-id"), 10, 64)
+	for _, n := range d.All(id) {
+		v, err := strconv.ParseInt(htmltest.Attr(n, "data-job-id"), 10, 64)
 		if err != nil {
-			t.Fatalf("data-job-id %q", listsAttrOf(n, "data-job-id"))
+			t.Fatalf("data-job-id %q", htmltest.Attr(n, "data-job-id"))
 		}
 		out = append(out, v)
 	}
 	return out
-}
-
-func listsAttrOf(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func listsTextOf(n *html.Node) string {
-	var b strings.Builder
-	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // listsInsert submits one job through the queue.
@@ -125,10 +68,8 @@ func (b *browser) listsPoll(t *testing.T, path, target string) *html.Node {
 	if !bytes.Contains(r.body, []byte(`<meta name="server-now" content="`)) {
 		t.Fatalf("poll of %s: no server-now in the answer", path)
 	}
-	for n := range listsParse(t, r).root.Descendants() {
-		if n.Type == html.ElementNode && listsAttrOf(n, "id") == target {
-			return n
-		}
+	if n := htmltest.ByID(parseHTML(t, r).Root, target); n != nil {
+		return n
 	}
 	t.Fatalf("poll of %s: no #%s in the answer", path, target)
 	return nil
@@ -158,8 +99,8 @@ func TestJobsPageFilters(t *testing.T) {
 	slices.Reverse(reports)
 	slices.Reverse(notes)
 
-	d := listsParse(t, b.get(t, "/jobs").want(t, http.StatusOK))
-	if got := d.rowIDs(t, "job-row"); len(got) != 7 || got[0] != dead || !slices.IsSortedFunc(got, func(a, b int64) int { return int(b - a) }) {
+	d := parseHTML(t, b.get(t, "/jobs").want(t, http.StatusOK))
+	if got := listsRowIDs(t, d, "job-row"); len(got) != 7 || got[0] != dead || !slices.IsSortedFunc(got, func(a, b int64) int { return int(b - a) }) {
 		t.Fatalf("all jobs: %v, want 7 newest first", got)
 	}
 	for query, want := range map[string][]int64{
@@ -170,26 +111,26 @@ func TestJobsPageFilters(t *testing.T) {
 		"state=pending&kind=app_investigation": {phone, notes[0], notes[1]},
 		"state=running":                        nil,
 	} {
-		d := listsParse(t, b.get(t, "/jobs?"+query).want(t, http.StatusOK))
-		if got := d.rowIDs(t, "job-row"); !slices.Equal(got, want) {
+		d := parseHTML(t, b.get(t, "/jobs?"+query).want(t, http.StatusOK))
+		if got := listsRowIDs(t, d, "job-row"); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", query, got, want)
 		}
 	}
 	// A row shows what the list promises.
-	d = listsParse(t, b.get(t, "/jobs?queue=phones").want(t, http.StatusOK))
-	row := d.one(t, "job-row")
+	d = parseHTML(t, b.get(t, "/jobs?queue=phones").want(t, http.StatusOK))
+	row := d.One(t, "job-row")
 	for _, want := range []string{"com.example.maps", "app_investigation", "pending", "0/5"} {
-		if !strings.Contains(listsTextOf(row), want) {
-			t.Errorf("row %q lacks %q", listsTextOf(row), want)
+		if !strings.Contains(htmltest.Text(row), want) {
+			t.Errorf("row %q lacks %q", htmltest.Text(row), want)
 		}
 	}
-	d = listsParse(t, b.get(t, "/jobs?state=dead").want(t, http.StatusOK))
-	if row := d.one(t, "job-row"); !strings.Contains(listsTextOf(row), "boom") || !strings.Contains(listsTextOf(row), "w1") {
-		t.Errorf("dead row %q lacks its error or worker", listsTextOf(row))
+	d = parseHTML(t, b.get(t, "/jobs?state=dead").want(t, http.StatusOK))
+	if row := d.One(t, "job-row"); !strings.Contains(htmltest.Text(row), "boom") || !strings.Contains(htmltest.Text(row), "w1") {
+		t.Errorf("dead row %q lacks its error or worker", htmltest.Text(row))
 	}
 	// Empty states say what to do.
-	d = listsParse(t, b.get(t, "/jobs?state=running").want(t, http.StatusOK))
-	if !strings.Contains(listsTextOf(d.one(t, "empty")), "Nothing is running") {
+	d = parseHTML(t, b.get(t, "/jobs?state=running").want(t, http.StatusOK))
+	if !strings.Contains(htmltest.Text(d.One(t, "empty")), "Nothing is running") {
 		t.Error("empty state for running")
 	}
 }
@@ -198,12 +139,12 @@ func TestJobsPageEmpty(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	b := f.signIn(t, "alice")
-	d := listsParse(t, b.get(t, "/jobs").want(t, http.StatusOK))
-	if !strings.Contains(listsTextOf(d.one(t, "empty")), "No jobs yet — submit an investigation") {
+	d := parseHTML(t, b.get(t, "/jobs").want(t, http.StatusOK))
+	if !strings.Contains(htmltest.Text(d.One(t, "empty")), "No jobs yet — submit an investigation") {
 		t.Error("no-jobs state")
 	}
-	d = listsParse(t, b.get(t, "/jobs?state=dead").want(t, http.StatusOK))
-	if !strings.Contains(listsTextOf(d.one(t, "empty")), "No dead jobs. Good.") {
+	d = parseHTML(t, b.get(t, "/jobs?state=dead").want(t, http.StatusOK))
+	if !strings.Contains(htmltest.Text(d.One(t, "empty")), "No dead jobs. Good.") {
 		t.Error("no-dead state")
 	}
 }
@@ -230,20 +171,20 @@ func TestJobsPagePaginates(t *testing.T) {
 	var seen []int64
 	path := "/jobs?kind=a"
 	for page := 1; ; page++ {
-		d := listsParse(t, b.get(t, path).want(t, http.StatusOK))
-		seen = append(seen, d.rowIDs(t, "job-row")...)
-		live := d.one(t, "jobs-live")
-		if polls := listsAttrOf(live, "hx-get") != ""; polls != (page == 1) {
+		d := parseHTML(t, b.get(t, path).want(t, http.StatusOK))
+		seen = append(seen, listsRowIDs(t, d, "job-row")...)
+		live := d.One(t, "jobs-live")
+		if polls := htmltest.Attr(live, "hx-get") != ""; polls != (page == 1) {
 			t.Errorf("page %d polls: %v (only the newest page refreshes)", page, polls)
 		}
-		if page > 1 && listsAttrOf(d.one(t, "newest-link"), "href") != "/jobs?kind=a" {
+		if page > 1 && htmltest.Attr(d.One(t, "newest-link"), "href") != "/jobs?kind=a" {
 			t.Errorf("page %d: no way back to the newest", page)
 		}
-		older := d.all("older-link")
+		older := d.All("older-link")
 		if len(older) == 0 {
 			break
 		}
-		path = listsAttrOf(older[0], "href")
+		path = htmltest.Attr(older[0], "href")
 		u, _ := url.Parse(path)
 		if u.Query().Get("kind") != "a" || u.Query().Get("cursor") != strconv.FormatInt(seen[len(seen)-1], 10) {
 			t.Fatalf("older link %q lost the filter or cursor", path)
@@ -262,15 +203,15 @@ func TestJobsPageLiveRefresh(t *testing.T) {
 	f := setup(t)
 	b := f.signIn(t, "alice")
 	f.listsInsert(t, "report", "default", "")
-	d := listsParse(t, b.get(t, "/jobs?kind=report").want(t, http.StatusOK))
-	live := d.one(t, "jobs-live")
-	if listsAttrOf(live, "hx-get") != "/jobs?kind=report" || listsAttrOf(live, "hx-select") != "#jobs-live" {
+	d := parseHTML(t, b.get(t, "/jobs?kind=report").want(t, http.StatusOK))
+	live := d.One(t, "jobs-live")
+	if htmltest.Attr(live, "hx-get") != "/jobs?kind=report" || htmltest.Attr(live, "hx-select") != "#jobs-live" {
 		t.Fatalf("live region %v", live.Attr)
 	}
 	// A job arrives; the next poll shows it.
 	j := f.listsInsert(t, "report", "default", "")
-	region := b.listsPoll(t, listsAttrOf(live, "hx-get"), "jobs-live")
-	if rows := listsUnder(region, "job-row"); len(rows) != 2 || listsAttrOf(rows[0], "data-job-id") != itoa(j.ID) {
+	region := b.listsPoll(t, htmltest.Attr(live, "hx-get"), "jobs-live")
+	if rows := htmltest.ByTestID(region, "job-row"); len(rows) != 2 || htmltest.Attr(rows[0], "data-job-id") != itoa(j.ID) {
 		t.Fatalf("polled region has %d rows", len(rows))
 	}
 }
@@ -295,11 +236,11 @@ func TestJobsPageBadInput(t *testing.T) {
 			t.Errorf("%s: status %d, want 400", tc.query, r.status)
 			continue
 		}
-		d := listsParse(t, r)
-		if !strings.Contains(listsTextOf(d.root), tc.want) {
+		d := parseHTML(t, r)
+		if !strings.Contains(htmltest.Text(d.Root), tc.want) {
 			t.Errorf("%s: page does not say %q", tc.query, tc.want)
 		}
-		if len(d.all("job-row")) != 0 {
+		if len(d.All("job-row")) != 0 {
 			t.Errorf("%s: a refused query still lists jobs", tc.query)
 		}
 	}
@@ -319,8 +260,8 @@ func TestJobsBulkCancelAndRetry(t *testing.T) {
 	if u.Path != "/jobs" || u.Query().Get("state") != "pending" || u.Query().Get("kind") != "report" || u.Query().Get("done") != "cancelled:2" {
 		t.Fatalf("redirect to %q", loc)
 	}
-	if n := listsParse(t, page).one(t, "notice"); listsTextOf(n) != "2 jobs cancelled." {
-		t.Errorf("notice %q", listsTextOf(n))
+	if n := parseHTML(t, page).One(t, "notice"); htmltest.Text(n) != "2 jobs cancelled." {
+		t.Errorf("notice %q", htmltest.Text(n))
 	}
 	for id, want := range map[int64]queue.State{p1.ID: queue.StateCancelled, p2.ID: queue.StateCancelled, p3.ID: queue.StatePending} {
 		if got := f.listsState(t, id); got != want {
@@ -334,8 +275,8 @@ func TestJobsBulkCancelAndRetry(t *testing.T) {
 	if u, _ := url.Parse(loc); u.Query().Get("done") != "retried:1" || u.Query().Get("skipped") != "1" || u.Query().Get("cursor") != "1000" {
 		t.Fatalf("redirect to %q", loc)
 	}
-	if n := listsParse(t, page).one(t, "notice"); !strings.HasPrefix(listsTextOf(n), "1 job retried. 1 job skipped") {
-		t.Errorf("notice %q", listsTextOf(n))
+	if n := parseHTML(t, page).One(t, "notice"); !strings.HasPrefix(htmltest.Text(n), "1 job retried. 1 job skipped") {
+		t.Errorf("notice %q", htmltest.Text(n))
 	}
 	if got := f.listsState(t, dead.ID); got != queue.StatePending {
 		t.Fatalf("dead job is %s after retry", got)
@@ -351,8 +292,8 @@ func TestJobsBulkCancelAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, page = b.listsFollow(t, b.post(t, "/jobs/cancel", url.Values{"ids": {itoa(running.ID)}}))
-	if n := listsParse(t, page).one(t, "notice"); listsTextOf(n) != "1 job cancelled. 1 job still running will stop at the next heartbeat." {
-		t.Errorf("notice %q", listsTextOf(n))
+	if n := parseHTML(t, page).One(t, "notice"); htmltest.Text(n) != "1 job cancelled. 1 job still running will stop at the next heartbeat." {
+		t.Errorf("notice %q", htmltest.Text(n))
 	}
 	if j, _ := f.queue.Get(f.ctx, running.ID); !j.CancelRequested {
 		t.Error("running job not asked to stop")
@@ -360,7 +301,7 @@ func TestJobsBulkCancelAndRetry(t *testing.T) {
 
 	// Nothing selected: back, with a hint.
 	loc, page = b.listsFollow(t, b.post(t, "/jobs/cancel", url.Values{"from": {"jobs"}}))
-	if loc != "/jobs?done=none" || !strings.Contains(listsTextOf(listsParse(t, page).one(t, "notice")), "Select jobs first") {
+	if loc != "/jobs?done=none" || !strings.Contains(htmltest.Text(parseHTML(t, page).One(t, "notice")), "Select jobs first") {
 		t.Errorf("empty selection: %q", loc)
 	}
 }
@@ -389,7 +330,7 @@ func TestJobsBulkRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: status %d, want 400", name, r.status)
 			continue
 		}
-		if d := listsParse(t, r); !strings.Contains(listsAttrOf(d.one(t, "notice"), "class"), "error") || len(d.all("back-link")) != 1 {
+		if d := parseHTML(t, r); !strings.Contains(htmltest.Attr(d.One(t, "notice"), "class"), "error") || len(d.All("back-link")) != 1 {
 			t.Errorf("%s: no notice or way back", name)
 		}
 	}

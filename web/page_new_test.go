@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 var newJobKeyField = regexp.MustCompile(`name="idempotency_key" value="([0-9a-f]{32})"`)
@@ -74,8 +75,8 @@ func TestNewJobFormSubmits(t *testing.T) {
 	}
 
 	r := b.get(t, jobPagePath(id)).want(t, http.StatusOK)
-	d := parseJobPage(t, r)
-	if jobPageText(d.one(t, "job-app")) != "com.example.notes" || jobPageAttr(d.one(t, "job-state"), "data-state") != "pending" {
+	d := parseHTML(t, r)
+	if htmltest.Text(d.One(t, "job-app")) != "com.example.notes" || htmltest.Attr(d.One(t, "job-state"), "data-state") != "pending" {
 		t.Error("the job page does not show the new job")
 	}
 	if strings.Contains(string(r.body), "<script>alert") || !strings.Contains(string(r.body), "&lt;script&gt;alert(1)&lt;/script&gt;") {
@@ -136,17 +137,17 @@ func TestNewJobFormKeyReusedWithOtherValues(t *testing.T) {
 	first := submittedJob(t, b.post(t, "/jobs/new", form))
 	form.Set("app", "com.example.other")
 	r := b.post(t, "/jobs/new", form).want(t, http.StatusConflict)
-	d := parseJobPage(t, r)
-	if !strings.Contains(jobPageText(d.one(t, "form-notice")), "nothing new was created") {
-		t.Errorf("notice %q", jobPageText(d.one(t, "form-notice")))
+	d := parseHTML(t, r)
+	if !strings.Contains(htmltest.Text(d.One(t, "form-notice")), "nothing new was created") {
+		t.Errorf("notice %q", htmltest.Text(d.One(t, "form-notice")))
 	}
-	if jobPageAttr(d.one(t, "existing-job"), "href") != jobPagePath(first) {
+	if htmltest.Attr(d.One(t, "existing-job"), "href") != jobPagePath(first) {
 		t.Error("no link to the job the key belongs to")
 	}
-	if jobPageAttr(d.one(t, "app"), "value") != "com.example.other" {
+	if htmltest.Attr(d.One(t, "app"), "value") != "com.example.other" {
 		t.Error("input lost")
 	}
-	key := jobPageAttr(d.one(t, "idempotency_key"), "value")
+	key := htmltest.Attr(d.One(t, "idempotency_key"), "value")
 	if key == form.Get("idempotency_key") {
 		t.Fatal("the form kept the used key")
 	}
@@ -190,31 +191,31 @@ func TestNewJobFormShowsErrorsBesideFields(t *testing.T) {
 				form.Set(k, v)
 			}
 			r := b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity)
-			d := parseJobPage(t, r)
+			d := parseHTML(t, r)
 			for i, name := range tc.fields {
-				in := d.one(t, name)
-				if jobPageAttr(in, "aria-invalid") != "true" {
+				in := d.One(t, name)
+				if htmltest.Attr(in, "aria-invalid") != "true" {
 					t.Errorf("%s not marked invalid", name)
 				}
-				msg := d.one(t, "field-error-"+name)
-				if jobPageAttr(msg, "id") != name+"-error" || !strings.Contains(jobPageAttr(in, "aria-describedby"), name+"-error") {
+				msg := d.One(t, "field-error-"+name)
+				if htmltest.Attr(msg, "id") != name+"-error" || !strings.Contains(htmltest.Attr(in, "aria-describedby"), name+"-error") {
 					t.Errorf("%s: message not tied to the field", name)
 				}
-				if i == 0 && !strings.Contains(jobPageText(msg), tc.want) {
-					t.Errorf("%s: message %q, want %q in it", name, jobPageText(msg), tc.want)
+				if i == 0 && !strings.Contains(htmltest.Text(msg), tc.want) {
+					t.Errorf("%s: message %q, want %q in it", name, htmltest.Text(msg), tc.want)
 				}
 			}
 			if n := strings.Count(string(r.body), `aria-invalid="true"`); n != len(tc.fields) {
 				t.Errorf("%d fields marked invalid, want %d", n, len(tc.fields))
 			}
-			d.one(t, "form-notice")
+			d.One(t, "form-notice")
 			// What was typed is still there.
 			for _, name := range []string{"app", "store_url", "device", "priority", "max_attempts", "idempotency_key"} {
-				if got := jobPageAttr(d.one(t, name), "value"); got != form.Get(name) {
+				if got := htmltest.Attr(d.One(t, name), "value"); got != form.Get(name) {
 					t.Errorf("%s came back as %.40q, was %.40q", name, got, form.Get(name))
 				}
 			}
-			if got := jobPageText(d.one(t, "instructions")); got != strings.Join(strings.Fields(form.Get("instructions")), " ") {
+			if got := htmltest.Text(d.One(t, "instructions")); got != strings.Join(strings.Fields(form.Get("instructions")), " ") {
 				t.Errorf("instructions came back as %.40q", got)
 			}
 		})
@@ -232,15 +233,15 @@ func TestNewJobFormRefusesWhatIsNotAForm(t *testing.T) {
 		t.Run("Key"+name, func(t *testing.T) {
 			form := b.newJobForm(t)
 			form.Set("idempotency_key", key)
-			parseJobPage(t, b.post(t, "/jobs/new", form).want(t, http.StatusBadRequest)).one(t, "problem")
+			parseHTML(t, b.post(t, "/jobs/new", form).want(t, http.StatusBadRequest)).One(t, "problem")
 		})
 	}
 	t.Run("NULInInstructions", func(t *testing.T) {
 		form := b.newJobForm(t)
 		form.Set("instructions", "a\x00b")
-		d := parseJobPage(t, b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity))
-		if !strings.Contains(jobPageText(d.one(t, "form-notice")), "NUL") {
-			t.Errorf("notice %q", jobPageText(d.one(t, "form-notice")))
+		d := parseHTML(t, b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity))
+		if !strings.Contains(htmltest.Text(d.One(t, "form-notice")), "NUL") {
+			t.Errorf("notice %q", htmltest.Text(d.One(t, "form-notice")))
 		}
 	})
 	t.Run("NoCSRF", func(t *testing.T) {

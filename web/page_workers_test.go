@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 func TestWorkersPage(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	b := f.signIn(t, "alice")
-	d := listsParse(t, b.get(t, "/workers").want(t, http.StatusOK))
-	if cmd := listsTextOf(d.one(t, "worker-command")); !strings.Contains(cmd, "--server-url "+f.srv.URL) {
+	d := parseHTML(t, b.get(t, "/workers").want(t, http.StatusOK))
+	if cmd := htmltest.Text(d.One(t, "worker-command")); !strings.Contains(cmd, "--server-url "+f.srv.URL) {
 		t.Fatalf("empty state's command %q", cmd)
 	}
 
@@ -32,26 +33,26 @@ func TestWorkersPage(t *testing.T) {
 	if _, err := f.queue.Claim(f.ctx, queue.ClaimParams{WorkerID: "phone-1", Queues: []string{"default"}, Limit: 2, Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	d = listsParse(t, b.get(t, "/workers").want(t, http.StatusOK))
-	rows := d.all("worker-row")
+	d = parseHTML(t, b.get(t, "/workers").want(t, http.StatusOK))
+	rows := d.All("worker-row")
 	if len(rows) != 2 {
 		t.Fatalf("%d worker rows", len(rows))
 	}
 	var busy, idle = rows[0], rows[1]
-	if listsAttrOf(busy, "data-worker-id") != "phone-1" {
+	if htmltest.Attr(busy, "data-worker-id") != "phone-1" {
 		busy, idle = idle, busy
 	}
 	var held []int64
-	for _, n := range listsUnder(busy, "held-job") {
-		held = append(held, listsParseID(t, listsAttrOf(n, "data-job-id")))
+	for _, n := range htmltest.ByTestID(busy, "held-job") {
+		held = append(held, listsParseID(t, htmltest.Attr(n, "data-job-id")))
 	}
-	if !slices.Equal(held, want) || len(listsUnder(busy, "online")) != 1 || !strings.Contains(listsTextOf(busy), "pixel7") {
-		t.Errorf("busy worker: %q, holds %v", listsTextOf(busy), held)
+	if !slices.Equal(held, want) || len(htmltest.ByTestID(busy, "online")) != 1 || !strings.Contains(htmltest.Text(busy), "pixel7") {
+		t.Errorf("busy worker: %q, holds %v", htmltest.Text(busy), held)
 	}
-	if len(listsUnder(idle, "held-job")) != 0 || !strings.Contains(listsTextOf(idle), "idle") {
-		t.Errorf("idle worker: %q", listsTextOf(idle))
+	if len(htmltest.ByTestID(idle, "held-job")) != 0 || !strings.Contains(htmltest.Text(idle), "idle") {
+		t.Errorf("idle worker: %q", htmltest.Text(idle))
 	}
-	if region := b.listsPoll(t, "/workers", "workers-live"); len(listsUnder(region, "worker-row")) != 2 {
+	if region := b.listsPoll(t, "/workers", "workers-live"); len(htmltest.ByTestID(region, "worker-row")) != 2 {
 		t.Fatal("polled region lost the workers")
 	}
 }
