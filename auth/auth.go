@@ -164,8 +164,12 @@ func (s *Service) Session(ctx context.Context, token string) (Session, error) {
 	if err != nil {
 		return Session{}, fmt.Errorf("reading session: %w", err)
 	}
-	if err := s.q.SessionTouch(ctx, db.SessionTouchParams{TokenHash: h, TtlS: int32(SessionTTL / time.Second)}); err != nil {
-		s.logger.Warn("renewing session", "err", err)
+	// Renewed at most once a minute: pages poll every few seconds, and
+	// a read should stay a read.
+	if row.TouchDue {
+		if err := s.q.SessionTouch(ctx, db.SessionTouchParams{TokenHash: h, TtlS: int32(SessionTTL / time.Second)}); err != nil {
+			s.logger.Warn("renewing session", "err", err)
+		}
 	}
 	return Session{UserID: row.UserID, Username: row.Username, CSRFToken: row.CsrfToken, ExpiresAt: row.ExpiresAt}, nil
 }
