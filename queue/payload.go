@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -113,4 +114,30 @@ func numericFits(num []byte) bool {
 	}
 	intPart, fracPart, _ := bytes.Cut(bytes.TrimPrefix(mantissa, []byte("-")), []byte("."))
 	return len(intPart)+exp <= maxNumericWeight && len(fracPart)-exp <= maxNumericScale
+}
+
+// MaxResultBytes bounds a job's result and an effect's result, like a
+// payload.
+const MaxResultBytes = MaxPayloadBytes
+
+// CheckResult returns a *ValidationError (field "result") when result is
+// not what a job or an effect may keep: absent, JSON null, or a JSON
+// object within the payload's size and depth limits. Direct and remote
+// workers check it before they send, and the queue checks it again before
+// it writes, so both kinds of worker meet the same rule.
+func CheckResult(result json.RawMessage) error {
+	result = bytes.TrimSpace(result)
+	if len(result) == 0 || string(result) == "null" {
+		return nil
+	}
+	if len(result) > MaxResultBytes {
+		return invalid("result", "must be at most %d bytes", MaxResultBytes)
+	}
+	if result[0] != '{' || !json.Valid(result) {
+		return invalid("result", "must be a JSON object")
+	}
+	if problem := checkPayload(result); problem != "" {
+		return invalid("result", "%s", problem)
+	}
+	return nil
 }
