@@ -48,7 +48,7 @@ const artifactInsert = `-- name: ArtifactInsert :one
 INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height)
 SELECT j.id, j.attempt, $1, $2, $3, $4, $5, $6, $7
 FROM jobs j
-WHERE j.id = $8 AND j.lease_token = $9 AND j.state = 'running' AND j.lease_until > now()
+WHERE j.id = $8 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $9, $10)
 RETURNING id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at
 `
 
@@ -62,6 +62,7 @@ type ArtifactInsertParams struct {
 	Height      *int32
 	JobID       int64
 	LeaseToken  int64
+	WorkerID    string
 }
 
 // Records an artifact of the current attempt; no row when the lease is not
@@ -77,6 +78,7 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg ArtifactInsertParams) 
 		arg.Height,
 		arg.JobID,
 		arg.LeaseToken,
+		arg.WorkerID,
 	)
 	var i Artifact
 	err := row.Scan(

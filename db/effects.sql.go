@@ -12,58 +12,61 @@ import (
 )
 
 const effectFinish = `-- name: EffectFinish :one
-WITH done AS (
+WITH lease AS (
+    SELECT j.id FROM jobs j
+    WHERE j.id = $1 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $3, $4)
+), done AS (
     UPDATE effects e
-    SET state = 'done', result = $1, updated_at = now()
-    FROM jobs j
-    WHERE e.job_id = $2 AND e.key = $3 AND e.state = 'started' AND e.lease_token = $4
-      AND j.id = e.job_id AND j.lease_token = $4 AND j.state = 'running' AND j.lease_until > now()
+    SET state = 'done', result = $5, updated_at = now()
+    FROM lease
+    WHERE e.job_id = lease.id AND e.key = $2 AND e.state = 'started' AND e.lease_token = $3
     RETURNING e.job_id, e.key, e.attempt, e.lease_token, e.state, e.result, e.created_at, e.updated_at
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT job_id, 'effect_done', attempt, jsonb_build_object('key', key)
     FROM done
 )
-SELECT job_id, key, attempt, lease_token, state, result, created_at, updated_at FROM done
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_current,
+       EXISTS (SELECT 1 FROM done) AS finished,
+       COALESCE((SELECT e.state FROM effects e WHERE e.job_id = $1 AND e.key = $2), '')::text AS prior_state,
+       COALESCE((SELECT e.lease_token FROM effects e WHERE e.job_id = $1 AND e.key = $2), 0)::bigint AS prior_token
 `
 
 type EffectFinishParams struct {
-	Result     json.RawMessage
 	JobID      int64
 	Key        string
 	LeaseToken int64
+	WorkerID   string
+	Result     json.RawMessage
 }
 
 type EffectFinishRow struct {
-	JobID      int64
-	Key        string
-	Attempt    int32
-	LeaseToken int64
-	State      string
-	Result     json.RawMessage
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	LeaseCurrent bool
+	Finished     bool
+	PriorState   string
+	PriorToken   int64
 }
 
 // Records the effect as done, only by the current lease holder of the
-// attempt that started it.
+// attempt that started it. When nothing was finished, the answer says
+// why: the lease is not current, or the effect was not started by this
+// attempt (prior_state and prior_token read the ledger as it was before
+// this statement, ” and 0 for no row; 'done' with this token is a repeat
+// of a finish that already happened).
 func (q *Queries) EffectFinish(ctx context.Context, arg EffectFinishParams) (EffectFinishRow, error) {
 	row := q.db.QueryRow(ctx, effectFinish,
-		arg.Result,
 		arg.JobID,
 		arg.Key,
 		arg.LeaseToken,
+		arg.WorkerID,
+		arg.Result,
 	)
 	var i EffectFinishRow
 	err := row.Scan(
-		&i.JobID,
-		&i.Key,
-		&i.Attempt,
-		&i.LeaseToken,
-		&i.State,
-		&i.Result,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.LeaseCurrent,
+		&i.Finished,
+		&i.PriorState,
+		&i.PriorToken,
 	)
 	return i, err
 }
@@ -131,7 +134,7 @@ WITH started AS (
     INSERT INTO effects (job_id, key, attempt, lease_token, state)
     SELECT j.id, $1, j.attempt, j.lease_token, 'started'
     FROM jobs j
-    WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'running' AND j.lease_until > now()
+    WHERE j.id = $2 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $3, $4)
     ON CONFLICT (job_id, key) DO UPDATE
         SET attempt = EXCLUDED.attempt, lease_token = EXCLUDED.lease_token, updated_at = now()
         WHERE effects.state = 'started'
@@ -148,6 +151,7 @@ type EffectStartParams struct {
 	Key        string
 	JobID      int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 type EffectStartRow struct {
@@ -167,7 +171,12 @@ type EffectStartRow struct {
 // died is taken over: the external call may have happened, which is why
 // it carries an idempotency key.
 func (q *Queries) EffectStart(ctx context.Context, arg EffectStartParams) (EffectStartRow, error) {
-	row := q.db.QueryRow(ctx, effectStart, arg.Key, arg.JobID, arg.LeaseToken)
+	row := q.db.QueryRow(ctx, effectStart,
+		arg.Key,
+		arg.JobID,
+		arg.LeaseToken,
+		arg.WorkerID,
+	)
 	var i EffectStartRow
 	err := row.Scan(
 		&i.JobID,

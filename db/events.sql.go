@@ -45,7 +45,7 @@ const eventProgress = `-- name: EventProgress :one
 INSERT INTO events (job_id, type, attempt, detail)
 SELECT j.id, 'progress', j.attempt, $1::jsonb
 FROM jobs j
-WHERE j.id = $2 AND j.lease_token = $3 AND j.state = 'running' AND j.lease_until > now()
+WHERE j.id = $2 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $3, $4)
 RETURNING id
 `
 
@@ -53,12 +53,18 @@ type EventProgressParams struct {
 	Detail     json.RawMessage
 	JobID      int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 // A progress event from the executor; only the current lease holder may
 // write one, like every other write of an attempt.
 func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (int64, error) {
-	row := q.db.QueryRow(ctx, eventProgress, arg.Detail, arg.JobID, arg.LeaseToken)
+	row := q.db.QueryRow(ctx, eventProgress,
+		arg.Detail,
+		arg.JobID,
+		arg.LeaseToken,
+		arg.WorkerID,
+	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
@@ -66,7 +72,7 @@ func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (i
 
 const eventStaleWrite = `-- name: EventStaleWrite :one
 WITH j AS (
-    SELECT jobs.id, jobs.state, jobs.lease_token FROM jobs WHERE jobs.id = $1
+    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner FROM jobs WHERE jobs.id = $1
 ), ins AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT j.id, 'stale_write_refused',
@@ -75,6 +81,7 @@ WITH j AS (
                               'current_token', j.lease_token, 'state', j.state,
                               'reason', CASE WHEN j.lease_token <> $2::bigint THEN 'stale token'
                                              WHEN j.state <> 'running' THEN 'job is ' || j.state
+                                             WHEN j.lease_owner IS DISTINCT FROM $4::text THEN 'not the lease owner'
                                              ELSE 'lease expired' END)
     FROM j
 ), counted AS (

@@ -148,7 +148,7 @@ WITH candidates AS MATERIALIZED (
         attempt = j.attempt + 1,
         lease_owner = $4::text,
         lease_ms = $5::integer,
-        lease_token = nextval('lease_token_seq'),
+        lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = CASE WHEN j.timeout_ms IS NULL THEN now() + ($5::integer) * interval '1 millisecond'
@@ -267,18 +267,19 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 
 const jobCompleteMany = `-- name: JobCompleteMany :many
 WITH input AS (
-    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result
+    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token,
+           e->>'worker_id' AS worker_id, e->'result' AS result
     FROM jsonb_array_elements($1::jsonb) e
 ), locked AS MATERIALIZED (
-    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id AND i.lease_token = j.lease_token
-    WHERE j.state = 'running' AND j.lease_until > now()
+    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id
+    WHERE lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
     UPDATE jobs j
     SET state = 'succeeded', result = i.result, finished_at = now()
     FROM locked l JOIN input i ON i.id = l.id
-    WHERE j.id = l.id AND j.lease_token = i.lease_token AND j.state = 'running' AND j.lease_until > now()
+    WHERE j.id = l.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
 ), att AS (
     UPDATE attempts a
@@ -322,10 +323,9 @@ type JobCompleteManyRow struct {
 	FinishedAt       *time.Time
 }
 
-// Completes a batch given as a JSON array of {id, lease_token, result}
-// (one job is a batch of one). Each is fenced: only the current token of a
-// running job whose deadline has not passed; the others are left alone and
-// missing from the result. Rows are locked in id order,
+// Completes a batch given as a JSON array of {id, lease_token, worker_id,
+// result} (one job is a batch of one). Each is fenced (lease_is_current);
+// the others are left alone and missing from the result. Rows are locked in id order,
 // as bulk cancel and retry lock them, so batches cannot deadlock them.
 func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
@@ -426,7 +426,8 @@ WITH failed AS (
                       ELSE now() + LEAST(backoff_max_ms::float8,
                                backoff_base_ms * power(2, counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
         finished_at = CASE WHEN cancel_requested OR NOT $2::boolean OR counted_attempts + 1 >= max_attempts THEN now() END
-    WHERE jobs.id = $3 AND jobs.lease_token = $4 AND jobs.state = 'running' AND jobs.lease_until > now()
+    WHERE jobs.id = $3
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $4, $5)
     RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 ), att AS (
     UPDATE attempts a
@@ -446,6 +447,7 @@ type JobFailParams struct {
 	Retryable  bool
 	ID         int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 type JobFailRow struct {
@@ -489,6 +491,7 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 		arg.Retryable,
 		arg.ID,
 		arg.LeaseToken,
+		arg.WorkerID,
 	)
 	var i JobFailRow
 	err := row.Scan(
@@ -620,7 +623,7 @@ SET heartbeat_at = now(),
     lease_until = CASE WHEN timeout_ms IS NULL THEN now() + lease_ms * interval '1 millisecond'
                        ELSE LEAST(now() + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
-WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_until > now()
+WHERE id = $1 AND lease_is_current(state, lease_token, lease_owner, lease_until, $2, $3)
 RETURNING lease_until, cancel_requested,
           (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms
 `
@@ -628,6 +631,7 @@ RETURNING lease_until, cancel_requested,
 type JobHeartbeatParams struct {
 	ID         int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 type JobHeartbeatRow struct {
@@ -643,7 +647,7 @@ type JobHeartbeatRow struct {
 // remaining_ms lets the worker keep its own deadline without ever
 // comparing its clock with the database's.
 func (q *Queries) JobHeartbeat(ctx context.Context, arg JobHeartbeatParams) (JobHeartbeatRow, error) {
-	row := q.db.QueryRow(ctx, jobHeartbeat, arg.ID, arg.LeaseToken)
+	row := q.db.QueryRow(ctx, jobHeartbeat, arg.ID, arg.LeaseToken, arg.WorkerID)
 	var i JobHeartbeatRow
 	err := row.Scan(&i.LeaseUntil, &i.CancelRequested, &i.RemainingMs)
 	return i, err
@@ -1177,7 +1181,8 @@ WITH stopped AS (
                      ELSE 'pending' END::job_state,
         run_at = now(),
         finished_at = CASE WHEN $1::attempt_outcome = 'cancelled' OR cancel_requested THEN now() END
-    WHERE jobs.id = $2 AND jobs.lease_token = $3 AND jobs.state = 'running' AND jobs.lease_until > now()
+    WHERE jobs.id = $2
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $3, $4)
       AND $1::attempt_outcome IN ('released', 'cancelled')
     RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 ), att AS (
@@ -1197,6 +1202,7 @@ type JobStopParams struct {
 	Outcome    AttemptOutcome
 	ID         int64
 	LeaseToken int64
+	WorkerID   string
 }
 
 type JobStopRow struct {
@@ -1234,7 +1240,12 @@ type JobStopRow struct {
 // because a cancel was requested). A release of a job whose cancel was
 // requested ends it cancelled.
 func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, error) {
-	row := q.db.QueryRow(ctx, jobStop, arg.Outcome, arg.ID, arg.LeaseToken)
+	row := q.db.QueryRow(ctx, jobStop,
+		arg.Outcome,
+		arg.ID,
+		arg.LeaseToken,
+		arg.WorkerID,
+	)
 	var i JobStopRow
 	err := row.Scan(
 		&i.ID,

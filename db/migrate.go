@@ -13,8 +13,9 @@ import (
 	"github.com/leasehold/leasehold/migrations"
 )
 
-// SchemaVersion is the migration version this build expects.
-const SchemaVersion = 4
+// SchemaVersion is the migration version this build expects: its newest
+// embedded migration.
+var SchemaVersion = migrations.Latest()
 
 // Migrator applies the embedded migrations.
 type Migrator struct {

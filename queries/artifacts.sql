@@ -4,7 +4,7 @@
 INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height)
 SELECT j.id, j.attempt, @kind, @name, @content_type, @size, @sha256, sqlc.narg('width'), sqlc.narg('height')
 FROM jobs j
-WHERE j.id = @job_id AND j.lease_token = @lease_token AND j.state = 'running' AND j.lease_until > now()
+WHERE j.id = @job_id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, @lease_token, @worker_id)
 RETURNING *;
 
 -- name: ArtifactGet :one

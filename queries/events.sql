@@ -5,7 +5,7 @@ SELECT * FROM events WHERE job_id = @job_id ORDER BY id;
 -- Records a refused write on the job's timeline, naming the stale token and
 -- the attempt it belonged to. Returns false when the job does not exist.
 WITH j AS (
-    SELECT jobs.id, jobs.state, jobs.lease_token FROM jobs WHERE jobs.id = @job_id
+    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner FROM jobs WHERE jobs.id = @job_id
 ), ins AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT j.id, 'stale_write_refused',
@@ -14,6 +14,7 @@ WITH j AS (
                               'current_token', j.lease_token, 'state', j.state,
                               'reason', CASE WHEN j.lease_token <> @lease_token::bigint THEN 'stale token'
                                              WHEN j.state <> 'running' THEN 'job is ' || j.state
+                                             WHEN j.lease_owner IS DISTINCT FROM @worker_id::text THEN 'not the lease owner'
                                              ELSE 'lease expired' END)
     FROM j
 ), counted AS (
@@ -28,5 +29,5 @@ SELECT EXISTS (SELECT 1 FROM j) AS found;
 INSERT INTO events (job_id, type, attempt, detail)
 SELECT j.id, 'progress', j.attempt, @detail::jsonb
 FROM jobs j
-WHERE j.id = @job_id AND j.lease_token = @lease_token AND j.state = 'running' AND j.lease_until > now()
+WHERE j.id = @job_id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, @lease_token, @worker_id)
 RETURNING id;

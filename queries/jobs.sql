@@ -79,7 +79,7 @@ WITH candidates AS MATERIALIZED (
         attempt = j.attempt + 1,
         lease_owner = @worker_id::text,
         lease_ms = @lease_ms::integer,
-        lease_token = nextval('lease_token_seq'),
+        lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = CASE WHEN j.timeout_ms IS NULL THEN now() + (@lease_ms::integer) * interval '1 millisecond'
@@ -108,31 +108,31 @@ SET heartbeat_at = now(),
     lease_until = CASE WHEN timeout_ms IS NULL THEN now() + lease_ms * interval '1 millisecond'
                        ELSE LEAST(now() + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
-WHERE id = @id AND lease_token = @lease_token AND state = 'running' AND lease_until > now()
+WHERE id = @id AND lease_is_current(state, lease_token, lease_owner, lease_until, @lease_token, @worker_id)
 -- remaining_ms lets the worker keep its own deadline without ever
 -- comparing its clock with the database's.
 RETURNING lease_until, cancel_requested,
           (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms;
 
 -- name: JobCompleteMany :many
--- Completes a batch given as a JSON array of {id, lease_token, result}
--- (one job is a batch of one). Each is fenced: only the current token of a
--- running job whose deadline has not passed; the others are left alone and
--- missing from the result. Rows are locked in id order,
+-- Completes a batch given as a JSON array of {id, lease_token, worker_id,
+-- result} (one job is a batch of one). Each is fenced (lease_is_current);
+-- the others are left alone and missing from the result. Rows are locked in id order,
 -- as bulk cancel and retry lock them, so batches cannot deadlock them.
 WITH input AS (
-    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token, e->'result' AS result
+    SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token,
+           e->>'worker_id' AS worker_id, e->'result' AS result
     FROM jsonb_array_elements(@completions::jsonb) e
 ), locked AS MATERIALIZED (
-    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id AND i.lease_token = j.lease_token
-    WHERE j.state = 'running' AND j.lease_until > now()
+    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id
+    WHERE lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
     UPDATE jobs j
     SET state = 'succeeded', result = i.result, finished_at = now()
     FROM locked l JOIN input i ON i.id = l.id
-    WHERE j.id = l.id AND j.lease_token = i.lease_token AND j.state = 'running' AND j.lease_until > now()
+    WHERE j.id = l.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
     RETURNING j.*
 ), att AS (
     UPDATE attempts a
@@ -162,7 +162,8 @@ WITH failed AS (
                       ELSE now() + LEAST(backoff_max_ms::float8,
                                backoff_base_ms * power(2, counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
         finished_at = CASE WHEN cancel_requested OR NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN now() END
-    WHERE jobs.id = @id AND jobs.lease_token = @lease_token AND jobs.state = 'running' AND jobs.lease_until > now()
+    WHERE jobs.id = @id
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, @lease_token, @worker_id)
     RETURNING *
 ), att AS (
     UPDATE attempts a
@@ -187,7 +188,8 @@ WITH stopped AS (
                      ELSE 'pending' END::job_state,
         run_at = now(),
         finished_at = CASE WHEN @outcome::attempt_outcome = 'cancelled' OR cancel_requested THEN now() END
-    WHERE jobs.id = @id AND jobs.lease_token = @lease_token AND jobs.state = 'running' AND jobs.lease_until > now()
+    WHERE jobs.id = @id
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, @lease_token, @worker_id)
       AND @outcome::attempt_outcome IN ('released', 'cancelled')
     RETURNING *
 ), att AS (

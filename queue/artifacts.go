@@ -37,7 +37,7 @@ type Artifact struct {
 // ErrLeaseLost when l is not current: a stale worker's upload is refused.
 func (c *Client) RecordArtifact(ctx context.Context, l Lease, a Artifact) (Artifact, error) {
 	row, err := c.q.ArtifactInsert(ctx, db.ArtifactInsertParams{
-		JobID: l.JobID, LeaseToken: l.Token, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
+		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
 		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -286,7 +286,7 @@ type HeartbeatResult struct {
 // job now: the token is stale, the job no longer runs, or the deadline
 // passed.
 func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error) {
-	row, err := c.q.JobHeartbeat(ctx, db.JobHeartbeatParams{ID: l.JobID, LeaseToken: l.Token})
+	row, err := c.q.JobHeartbeat(ctx, db.JobHeartbeatParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return HeartbeatResult{}, c.refused(ctx, "heartbeat", l)
 	}
@@ -312,7 +312,7 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) 
 // its backoff while counted attempts remain; otherwise the job goes dead.
 func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) (Job, error) {
 	msg = cleanText(msg, maxMessageBytes)
-	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, Error: &msg, Retryable: retryable})
+	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Error: &msg, Retryable: retryable})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, c.refused(ctx, "fail", l)
 	}
@@ -343,7 +343,7 @@ func (c *Client) AckCancel(ctx context.Context, l Lease) (Job, error) {
 }
 
 func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (Job, error) {
-	row, err := c.q.JobStop(ctx, db.JobStopParams{ID: l.JobID, LeaseToken: l.Token, Outcome: outcome})
+	row, err := c.q.JobStop(ctx, db.JobStopParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Outcome: outcome})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, c.refused(ctx, string(outcome), l)
 	}
@@ -367,7 +367,7 @@ func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, messag
 	if err != nil {
 		return fmt.Errorf("encoding progress: %w", err)
 	}
-	_, err = c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, Detail: detail})
+	_, err = c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.refused(ctx, "progress", l)
 	}

@@ -14,7 +14,9 @@ type Completion struct {
 
 // CompleteMany completes a batch of attempts in one statement, fenced one
 // by one exactly as Complete. It returns an error per completion: nil,
-// ErrLeaseLost or ErrNotFound. A worker finishing many short jobs commits
+// ErrLeaseLost, ErrNotFound, or a *ValidationError for a result that
+// CheckResult refuses (that attempt is left running, for the worker to
+// fail it with the reason). A worker finishing many short jobs commits
 // once per batch instead of once per job.
 func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
 	_, errs, err := c.completeMany(ctx, cs)
@@ -27,14 +29,24 @@ func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []er
 	type item struct {
 		ID         int64           `json:"id"`
 		LeaseToken int64           `json:"lease_token"`
+		WorkerID   string          `json:"worker_id"`
 		Result     json.RawMessage `json:"result"`
 	}
-	items := make([]item, len(cs))
+	jobs := make([]Job, len(cs))
+	errs := make([]error, len(cs))
+	items := make([]item, 0, len(cs))
 	for i, cm := range cs {
-		items[i] = item{ID: cm.Lease.JobID, LeaseToken: cm.Lease.Token, Result: cm.Result}
-		if len(items[i].Result) == 0 {
-			items[i].Result = json.RawMessage(`{}`)
+		if errs[i] = CheckResult(cm.Result); errs[i] != nil {
+			continue
 		}
+		it := item{ID: cm.Lease.JobID, LeaseToken: cm.Lease.Token, WorkerID: cm.Lease.WorkerID, Result: cm.Result}
+		if len(it.Result) == 0 || string(it.Result) == "null" {
+			it.Result = json.RawMessage(`{}`)
+		}
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return jobs, errs, nil
 	}
 	encoded, err := json.Marshal(items)
 	if err != nil {
@@ -46,16 +58,24 @@ func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []er
 	}
 	done := make(map[Lease]Job, len(rows))
 	for _, r := range rows {
-		done[Lease{JobID: r.ID, Token: r.LeaseToken}] = toJob(r)
+		done[Lease{JobID: r.ID, Token: r.LeaseToken, WorkerID: derefOr(r.LeaseOwner)}] = toJob(r)
 	}
-	jobs := make([]Job, len(cs))
-	errs := make([]error, len(cs))
 	for i, cm := range cs {
-		job, ok := done[Lease{JobID: cm.Lease.JobID, Token: cm.Lease.Token}]
+		if errs[i] != nil {
+			continue
+		}
+		job, ok := done[cm.Lease]
 		if !ok {
 			errs[i] = c.refused(ctx, "complete", cm.Lease)
 		}
 		jobs[i] = job
 	}
 	return jobs, errs, nil
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

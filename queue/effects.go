@@ -49,7 +49,7 @@ func (c *Client) StartEffect(ctx context.Context, l Lease, key string) (EffectSt
 		return EffectStart{}, invalid("key", "must match [A-Za-z0-9_.:-]{1,128}")
 	}
 	start := EffectStart{IdempotencyKey: IdempotencyKey(l.JobID, key)}
-	_, err := c.q.EffectStart(ctx, db.EffectStartParams{JobID: l.JobID, LeaseToken: l.Token, Key: key})
+	_, err := c.q.EffectStart(ctx, db.EffectStartParams{JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Key: key})
 	if err == nil {
 		return start, nil
 	}
@@ -67,20 +67,35 @@ func (c *Client) StartEffect(ctx context.Context, l Lease, key string) (EffectSt
 	return EffectStart{}, c.refused(ctx, "effect_start", l)
 }
 
+// ErrEffectNotStarted means FinishEffect named an effect that l's attempt
+// did not start: a bug in the caller, not a lost lease (HTTP 400).
+var ErrEffectNotStarted = &ValidationError{Field: "key", Message: "effect not started"}
+
 // FinishEffect records the effect key as done with result. Only the
-// current holder of the lease that started it can.
+// current holder of the lease that started it can; finishing it again
+// with the same lease (a retry whose first answer was lost) succeeds.
 func (c *Client) FinishEffect(ctx context.Context, l Lease, key string, result json.RawMessage) error {
-	if len(result) == 0 {
+	if err := CheckResult(result); err != nil {
+		return err
+	}
+	if len(result) == 0 || string(result) == "null" {
 		result = json.RawMessage(`{}`)
 	}
-	_, err := c.q.EffectFinish(ctx, db.EffectFinishParams{JobID: l.JobID, LeaseToken: l.Token, Key: key, Result: result})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c.refused(ctx, "effect_finish", l)
-	}
-	if err != nil {
+	row, err := c.q.EffectFinish(ctx, db.EffectFinishParams{
+		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Key: key, Result: result,
+	})
+	switch {
+	case err != nil:
 		return fmt.Errorf("finishing effect: %w", err)
+	case row.Finished:
+		return nil
+	case !row.LeaseCurrent:
+		return c.refused(ctx, "effect_finish", l)
+	case row.PriorState == "done" && row.PriorToken == l.Token:
+		return nil
+	default:
+		return ErrEffectNotStarted
 	}
-	return nil
 }
 
 func (c *Client) effects(ctx context.Context, jobID int64) ([]Effect, error) {

@@ -62,9 +62,9 @@ func TestHealthMigrations(t *testing.T) {
 	for _, tc := range []struct {
 		name, sql, want string
 	}{
-		{"Behind", `DELETE FROM schema_migrations`, "at 0, want " + itoa(db.SchemaVersion)},
-		{"Ahead", `UPDATE schema_migrations SET version = version + 1`, "at " + itoa(db.SchemaVersion+1) + ", want " + itoa(db.SchemaVersion)},
-		{"Dirty", `UPDATE schema_migrations SET dirty = true`, "at " + itoa(db.SchemaVersion) + " but dirty (a migration failed half way), want " + itoa(db.SchemaVersion)},
+		{"Behind", `DELETE FROM schema_migrations`, "at 0, want " + itoa(int64(db.SchemaVersion))},
+		{"Ahead", `UPDATE schema_migrations SET version = version + 1`, "at " + itoa(int64(db.SchemaVersion)+1) + ", want " + itoa(int64(db.SchemaVersion))},
+		{"Dirty", `UPDATE schema_migrations SET dirty = true`, "at " + itoa(int64(db.SchemaVersion)) + " but dirty (a migration failed half way), want " + itoa(int64(db.SchemaVersion))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
