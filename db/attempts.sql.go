@@ -11,32 +11,26 @@ import (
 )
 
 const attemptListByJob = `-- name: AttemptListByJob :many
-SELECT a.job_id, a.number, a.worker_id, a.lease_token, a.started_at, a.heartbeat_at, a.lease_until, a.ended_at, a.outcome, a.error, j.state AS job_state, j.attempt AS job_attempt,
-       j.heartbeat_at AS job_heartbeat_at, j.lease_until AS job_lease_until
-FROM attempts a JOIN jobs j ON j.id = a.job_id
-WHERE a.job_id = $1
-ORDER BY a.number
+SELECT number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error
+FROM job_attempts
+WHERE job_id = $1
+ORDER BY number
 `
 
 type AttemptListByJobRow struct {
-	JobID          int64
-	Number         int32
-	WorkerID       string
-	LeaseToken     int64
-	StartedAt      time.Time
-	HeartbeatAt    *time.Time
-	LeaseUntil     *time.Time
-	EndedAt        *time.Time
-	Outcome        *AttemptOutcome
-	Error          *string
-	JobState       JobState
-	JobAttempt     int32
-	JobHeartbeatAt *time.Time
-	JobLeaseUntil  *time.Time
+	Number      int32
+	WorkerID    string
+	LeaseToken  int64
+	StartedAt   time.Time
+	HeartbeatAt *time.Time
+	LeaseUntil  *time.Time
+	EndedAt     *time.Time
+	Outcome     *AttemptOutcome
+	Error       *string
 }
 
-// While an attempt runs, its heartbeat and deadline live on the job row;
-// the caller takes them from there for the running attempt.
+// Every attempt of a job (the view job_attempts derives the latest one
+// from the job row while it runs or once it succeeded).
 func (q *Queries) AttemptListByJob(ctx context.Context, jobID int64) ([]AttemptListByJobRow, error) {
 	rows, err := q.db.Query(ctx, attemptListByJob, jobID)
 	if err != nil {
@@ -47,7 +41,6 @@ func (q *Queries) AttemptListByJob(ctx context.Context, jobID int64) ([]AttemptL
 	for rows.Next() {
 		var i AttemptListByJobRow
 		if err := rows.Scan(
-			&i.JobID,
 			&i.Number,
 			&i.WorkerID,
 			&i.LeaseToken,
@@ -57,10 +50,6 @@ func (q *Queries) AttemptListByJob(ctx context.Context, jobID int64) ([]AttemptL
 			&i.EndedAt,
 			&i.Outcome,
 			&i.Error,
-			&i.JobState,
-			&i.JobAttempt,
-			&i.JobHeartbeatAt,
-			&i.JobLeaseUntil,
 		); err != nil {
 			return nil, err
 		}

@@ -8,24 +8,34 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 const eventListByJob = `-- name: EventListByJob :many
-SELECT id, job_id, at, type, attempt, detail FROM events WHERE job_id = $1 ORDER BY id
+SELECT at, type, attempt, detail FROM job_timeline
+WHERE job_id = $1
+ORDER BY at, rank, id
 `
 
-func (q *Queries) EventListByJob(ctx context.Context, jobID int64) ([]Event, error) {
+type EventListByJobRow struct {
+	At      time.Time
+	Type    string
+	Attempt *int32
+	Detail  json.RawMessage
+}
+
+// A job's timeline: the events written and the entries the view
+// job_timeline derives (created, each claim, the success), in time order.
+func (q *Queries) EventListByJob(ctx context.Context, jobID int64) ([]EventListByJobRow, error) {
 	rows, err := q.db.Query(ctx, eventListByJob, jobID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Event
+	var items []EventListByJobRow
 	for rows.Next() {
-		var i Event
+		var i EventListByJobRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.JobID,
 			&i.At,
 			&i.Type,
 			&i.Attempt,
@@ -72,11 +82,12 @@ func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (i
 
 const eventStaleWrite = `-- name: EventStaleWrite :one
 WITH j AS (
-    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner FROM jobs WHERE jobs.id = $1
+    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner, jobs.attempt FROM jobs WHERE jobs.id = $1
 ), ins AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT j.id, 'stale_write_refused',
-           (SELECT a.number FROM attempts a WHERE a.job_id = j.id AND a.lease_token = $2::bigint),
+           COALESCE((SELECT a.number FROM attempts a WHERE a.job_id = j.id AND a.lease_token = $2::bigint),
+                    CASE WHEN j.lease_token = $2::bigint THEN j.attempt END),
            jsonb_build_object('op', $3::text, 'lease_token', $2::bigint, 'worker', $4::text,
                               'current_token', j.lease_token, 'state', j.state,
                               'reason', CASE WHEN j.lease_token <> $2::bigint THEN 'stale token'

@@ -151,29 +151,24 @@ WITH candidates AS MATERIALIZED (
         lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
-        lease_until = CASE WHEN j.timeout_ms IS NULL THEN now() + ($5::integer) * interval '1 millisecond'
-                           ELSE now() + LEAST($5::integer, j.timeout_ms) * interval '1 millisecond' END
+        lease_until = now() + LEAST($5::integer, j.timeout_ms) * interval '1 millisecond'
     FROM candidates c
     WHERE j.id = c.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
-), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at FROM claimed
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'claimed', attempt,
-           jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until)
-    FROM claimed
+), wake AS (
+    SELECT pg_notify('leasehold_reaper', min(LEAST($5::integer, timeout_ms))::text) AS sent
+    FROM claimed HAVING min(LEAST($5::integer, timeout_ms)) < $6::integer
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM claimed ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
-	Queues   []string
-	Devices  []string
-	Max      int32
-	WorkerID string
-	LeaseMs  int32
+	Queues      []string
+	Devices     []string
+	Max         int32
+	WorkerID    string
+	LeaseMs     int32
+	WakeBelowMs int32
 }
 
 type JobClaimRow struct {
@@ -209,8 +204,12 @@ type JobClaimRow struct {
 // Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
 // runs exactly once: written as "UPDATE … WHERE id IN (SELECT … LIMIT n FOR
 // UPDATE SKIP LOCKED)" the planner may re-run the subquery and claim more
-// than n rows. Each claimed job gets a new attempt and a fencing token from
-// lease_token_seq, larger than any token handed out before.
+// than n rows. Each claimed job starts a new attempt with a fencing token
+// from lease_token_next(), larger than any token the job had before; the
+// attempt lives on the job row until it ends. The reaper sleeps until the
+// next deadline it knows of, at most @wake_below_ms: a batch whose
+// earliest lease ends sooner than that tells it so, with one notification
+// carrying that lease in ms.
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := q.db.Query(ctx, jobClaim,
 		arg.Queues,
@@ -218,6 +217,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 		arg.Max,
 		arg.WorkerID,
 		arg.LeaseMs,
+		arg.WakeBelowMs,
 	)
 	if err != nil {
 		return nil, err
@@ -270,72 +270,31 @@ WITH input AS (
     SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token,
            e->>'worker_id' AS worker_id, e->'result' AS result
     FROM jsonb_array_elements($1::jsonb) e
-), locked AS MATERIALIZED (
-    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id
-    WHERE lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE jobs j
-    SET state = 'succeeded', result = i.result, finished_at = now()
-    FROM locked l JOIN input i ON i.id = l.id
-    WHERE j.id = l.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
-), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
-    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
-    FROM done
+    ORDER BY 1
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM done
+UPDATE jobs j
+SET state = 'succeeded', result = i.result, finished_at = now()
+FROM input i
+WHERE j.id = i.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
 `
-
-type JobCompleteManyRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-}
 
 // Completes a batch given as a JSON array of {id, lease_token, worker_id,
 // result} (one job is a batch of one). Each is fenced (lease_is_current);
-// the others are left alone and missing from the result. Rows are locked in id order,
-// as bulk cancel and retry lock them, so batches cannot deadlock them.
-func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
+// the others are left alone and missing from the result. The attempt's
+// end is the job's finished_at: nothing else is written. Rows are visited
+// in id order, the order bulk cancel and retry lock them in, so the two
+// do not deadlock in practice (were they to, PostgreSQL would end one and
+// the worker write its batch again).
+func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]Job, error) {
 	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []JobCompleteManyRow
+	var items []Job
 	for rows.Next() {
-		var i JobCompleteManyRow
+		var i Job
 		if err := rows.Scan(
 			&i.ID,
 			&i.Kind,
@@ -419,20 +378,18 @@ WITH failed AS (
     UPDATE jobs
     SET counted_attempts = counted_attempts + 1,
         last_error = $1,
-        state = CASE WHEN cancel_requested THEN 'cancelled'
-                     WHEN NOT $2::boolean OR counted_attempts + 1 >= max_attempts THEN 'dead'
-                     ELSE 'pending' END::job_state,
-        run_at = CASE WHEN cancel_requested OR NOT $2::boolean OR counted_attempts + 1 >= max_attempts THEN run_at
-                      ELSE now() + LEAST(backoff_max_ms::float8,
-                               backoff_base_ms * power(2, counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
-        finished_at = CASE WHEN cancel_requested OR NOT $2::boolean OR counted_attempts + 1 >= max_attempts THEN now() END
+        state = job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts),
+        run_at = CASE WHEN job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts) = 'pending'
+                      THEN now() + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
+        finished_at = CASE WHEN job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts) <> 'pending'
+                           THEN now() END
     WHERE jobs.id = $3
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $4, $5)
     RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'failed', error = $1, heartbeat_at = f.heartbeat_at, lease_until = f.lease_until
-    FROM failed f WHERE a.job_id = f.id AND a.number = f.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'failed', $1
+    FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE state WHEN 'pending' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'dead' END, attempt,
@@ -480,11 +437,9 @@ type JobFailRow struct {
 	FinishedAt       *time.Time
 }
 
-// Ends the attempt as failed. The job retries after
-// min(max, base·2^(n-1)·j), n counting this attempt, j uniform in
-// [0.8, 1.2]; it goes dead when the failure is permanent or the counted
-// attempts reach max_attempts, and cancelled when a cancel was requested.
-// SET expressions read the row as it was before the update.
+// Ends the attempt as failed and records it. The job goes on as
+// job_state_after_failure says, a retry due after job_backoff. SET
+// expressions read the row as it was before the update.
 func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, error) {
 	row := q.db.QueryRow(ctx, jobFail,
 		arg.Error,
@@ -655,20 +610,13 @@ func (q *Queries) JobHeartbeat(ctx context.Context, arg JobHeartbeatParams) (Job
 
 const jobInsert = `-- name: JobInsert :one
 
-WITH inserted AS (
-    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
-    VALUES ($1, $2, $3, $4, $5, $6, $7,
-            COALESCE($8::timestamptz, now()), $9,
-            $10, $11, $12)
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
-), ev AS (
-    INSERT INTO events (job_id, type, detail)
-    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
-    FROM inserted
-)
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM inserted
+INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        COALESCE($8::timestamptz, now()), $9,
+        $10, $11, $12)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 `
 
 type JobInsertParams struct {
@@ -686,41 +634,14 @@ type JobInsertParams struct {
 	BackoffMaxMs   int32
 }
 
-type JobInsertRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-}
-
-// Every statement that changes a job's state also writes its attempt row and
-// its event in the same statement (data-modifying CTEs), so a transition is
-// never half recorded. Deadlines are always computed with the database clock.
+// The job row describes its latest attempt; an attempt that ends other than
+// by succeeding is written to attempts, with its event, by the statement
+// that ends it (data-modifying CTEs), so a transition is never half
+// recorded. Submission, claim and success write the job row alone: their
+// timeline entries are derived when read (EventListByJob). Deadlines are
+// always computed with the database clock.
 // Inserts one job; returns no row when idempotency_key is already taken.
-func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (JobInsertRow, error) {
+func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, error) {
 	row := q.db.QueryRow(ctx, jobInsert,
 		arg.Kind,
 		arg.Queue,
@@ -735,7 +656,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (JobInsert
 		arg.BackoffBaseMs,
 		arg.BackoffMaxMs,
 	)
-	var i JobInsertRow
+	var i Job
 	err := row.Scan(
 		&i.ID,
 		&i.Kind,
@@ -771,65 +692,29 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (JobInsert
 const jobInsertMany = `-- name: JobInsertMany :many
 WITH input AS (
     SELECT e.elem, e.ord FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(elem, ord)
-), inserted AS (
-    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
-    SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
-           elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
-           COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
-           elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
-    FROM input ORDER BY ord
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
-), ev AS (
-    INSERT INTO events (job_id, type, detail)
-    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
-    FROM inserted
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM inserted ORDER BY id
+INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
+       elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
+       COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
+       elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
+FROM input ORDER BY ord
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 `
-
-type JobInsertManyRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-}
 
 // Inserts a batch given as a JSON array of job objects, in array order;
 // jobs whose idempotency_key is taken are skipped (the caller checks them).
-func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]JobInsertManyRow, error) {
+func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Job, error) {
 	rows, err := q.db.Query(ctx, jobInsertMany, jobs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []JobInsertManyRow
+	var items []Job
 	for rows.Next() {
-		var i JobInsertManyRow
+		var i Job
 		if err := rows.Scan(
 			&i.ID,
 			&i.Kind,
@@ -979,7 +864,9 @@ func (q *Queries) JobNotify(ctx context.Context, queues string) error {
 
 const jobReapExpired = `-- name: JobReapExpired :many
 WITH expired AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id,
+           (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    FROM jobs
     WHERE state = 'running' AND lease_until <= now()
     ORDER BY lease_until
     LIMIT $1
@@ -987,31 +874,26 @@ WITH expired AS MATERIALIZED (
 ), reaped AS (
     UPDATE jobs j
     SET counted_attempts = j.counted_attempts + 1,
-        last_error = CASE WHEN j.timeout_ms IS NOT NULL
-                               AND j.lease_until >= j.attempt_started_at + j.timeout_ms * interval '1 millisecond'
-                          THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
+        last_error = CASE WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
-        state = CASE WHEN j.cancel_requested THEN 'cancelled'
-                     WHEN j.counted_attempts + 1 >= j.max_attempts THEN 'dead'
-                     ELSE 'pending' END::job_state,
-        run_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN j.run_at
-                      ELSE now() + LEAST(j.backoff_max_ms::float8,
-                               j.backoff_base_ms * power(2, j.counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
-        finished_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN now() END
+        state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
+        run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
+                      THEN now() + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
+        finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
+                           THEN now() END
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, e.timed_out
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(),
-        outcome = CASE WHEN r.last_error LIKE 'attempt % timed out%' THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
-        error = r.last_error, heartbeat_at = r.heartbeat_at, lease_until = r.lease_until
-    FROM reaped r WHERE a.job_id = r.id AND a.number = r.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(),
+           CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
+    FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, 'lease_expired', attempt,
            jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until,
-                              'next_state', state, 'run_at', run_at)
+                              'next_state', state, 'run_at', run_at, 'timed_out', timed_out)
     FROM reaped
 ), counted AS (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
@@ -1028,8 +910,9 @@ type JobReapExpiredRow struct {
 	ReapedAt   time.Time
 }
 
-// Takes back running jobs whose lease deadline has passed. A lease capped by
-// timeout_ms fails the attempt; otherwise it ends lease_expired. Both count.
+// Takes back running jobs whose lease deadline has passed. A lease that
+// reached the attempt's timeout fails the attempt (timed_out); otherwise it
+// ends lease_expired. Both count.
 func (q *Queries) JobReapExpired(ctx context.Context, max int32) ([]JobReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, jobReapExpired, max)
 	if err != nil {
@@ -1186,9 +1069,9 @@ WITH stopped AS (
       AND $1::attempt_outcome IN ('released', 'cancelled')
     RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = $1::attempt_outcome, heartbeat_at = s.heartbeat_at, lease_until = s.lease_until
-    FROM stopped s WHERE a.job_id = s.id AND a.number = s.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), $1::attempt_outcome
+    FROM stopped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'released' END, attempt,

@@ -188,6 +188,19 @@ type Job struct {
 	FinishedAt       *time.Time
 }
 
+type JobAttempt struct {
+	JobID       int64
+	Number      int32
+	WorkerID    string
+	LeaseToken  int64
+	StartedAt   time.Time
+	HeartbeatAt *time.Time
+	LeaseUntil  *time.Time
+	EndedAt     *time.Time
+	Outcome     *AttemptOutcome
+	Error       *string
+}
+
 type JobCount struct {
 	Shard            int32
 	Pending          int64
@@ -199,6 +212,16 @@ type JobCount struct {
 	CompletionsTotal int64
 	ExpiredTotal     int64
 	RefusedTotal     int64
+}
+
+type JobTimeline struct {
+	JobID   int64
+	At      time.Time
+	Type    string
+	Attempt *int32
+	Detail  json.RawMessage
+	Rank    int32
+	ID      int64
 }
 
 type Session struct {

@@ -40,28 +40,6 @@ func (q *Queries) Ping(ctx context.Context) (int32, error) {
 	return ok, err
 }
 
-const reaperLock = `-- name: ReaperLock :exec
-SELECT pg_advisory_lock($1::bigint)
-`
-
-// Blocks until this session holds the reaper lock: a standby takes over the
-// moment the active reaper's session ends.
-func (q *Queries) ReaperLock(ctx context.Context, key int64) error {
-	_, err := q.db.Exec(ctx, reaperLock, key)
-	return err
-}
-
-const reaperTryLock = `-- name: ReaperTryLock :one
-SELECT pg_try_advisory_lock($1::bigint) AS locked
-`
-
-func (q *Queries) ReaperTryLock(ctx context.Context, key int64) (bool, error) {
-	row := q.db.QueryRow(ctx, reaperTryLock, key)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
-}
-
 const workerListRecent = `-- name: WorkerListRecent :many
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running

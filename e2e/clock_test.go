@@ -146,7 +146,7 @@ func testClockSkew(t *testing.T, offset string, want time.Duration) {
 	e.eventually("the long job succeeds on worker A's renewals", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", long) == 1
 	})
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1", long); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1", long); n != 1 {
 		t.Fatalf("the long job took %d attempts, want 1", n)
 	}
 
@@ -156,10 +156,10 @@ func testClockSkew(t *testing.T, offset string, want time.Duration) {
 	})
 	a.signal(t, syscall.SIGKILL)
 	e.eventually("the orphan is reclaimed", 20*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'lease_expired'", orphan) == 1
+		return e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND outcome = 'lease_expired'", orphan) == 1
 	})
 	var held, past time.Duration
-	if err := pool.QueryRow(e.ctx, `SELECT ended_at - heartbeat_at, ended_at - lease_until FROM attempts
+	if err := pool.QueryRow(e.ctx, `SELECT ended_at - heartbeat_at, ended_at - lease_until FROM job_attempts
 		WHERE job_id = $1 AND number = 1`, orphan).Scan(&held, &past); err != nil {
 		t.Fatal(err)
 	}

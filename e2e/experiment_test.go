@@ -58,14 +58,14 @@ func runExperiment(t *testing.T, condition string, lease time.Duration) row {
 	}
 	r.succeeded = e.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'")
 	r.stranded = e.count("SELECT count(*) FROM jobs WHERE state = 'running'")
-	r.duplicates = e.count(`SELECT count(*) FROM (SELECT job_id FROM attempts WHERE outcome = 'succeeded'
+	r.duplicates = e.count(`SELECT count(*) FROM (SELECT job_id FROM job_attempts WHERE outcome = 'succeeded'
 		GROUP BY job_id HAVING count(*) > 1) d`)
-	if n := e.count("SELECT count(DISTINCT job_id) FROM events WHERE type = 'succeeded'"); n != r.succeeded {
+	if n := e.count("SELECT count(DISTINCT job_id) FROM job_timeline WHERE type = 'succeeded'"); n != r.succeeded {
 		t.Fatalf("%d jobs with a completion event, %d succeeded", n, r.succeeded)
 	}
 	rows, err := e.pool.Query(e.ctx, `
 		SELECT a.ended_at - a.started_at, a.ended_at - a.lease_until, n.started_at - a.ended_at
-		FROM attempts a JOIN attempts n ON n.job_id = a.job_id AND n.number = a.number + 1
+		FROM job_attempts a JOIN job_attempts n ON n.job_id = a.job_id AND n.number = a.number + 1
 		WHERE a.outcome = 'lease_expired'`)
 	if err != nil {
 		t.Fatal(err)

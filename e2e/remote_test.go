@@ -55,7 +55,7 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	e.eventually("the job succeeds after the restart", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", short) == 1
 	})
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1", short); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1", short); n != 1 {
 		t.Fatalf("%d attempts, want the one that rode out the restart", n)
 	}
 
@@ -80,7 +80,7 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	}
 	e.startServer()
 	e.eventually("the long job is reclaimed", 20*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", long) == 1
+		return e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", long) == 1
 	})
 	if n := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'stale_write_refused'", long); n != 0 {
 		t.Fatalf("the fenced worker still tried %d stale writes", n)

@@ -39,14 +39,14 @@ func TestFrozenWorkerIsFencedAndCarriesOn(t *testing.T) {
 	a.signal(t, syscall.SIGCONT)
 	time.Sleep(2 * time.Second) // A's timers all fire now
 
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'succeeded'", id); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND outcome = 'succeeded'", id); n != 1 {
 		t.Fatalf("%d successful attempts, want exactly 1", n)
 	}
-	if n := e.count(`SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'succeeded' AND worker_id = 'worker-b'
+	if n := e.count(`SELECT count(*) FROM job_attempts WHERE job_id = $1 AND outcome = 'succeeded' AND worker_id = 'worker-b'
 		AND lease_token = (SELECT lease_token FROM jobs WHERE id = $1)`, id); n != 1 {
 		t.Fatal("the successful attempt is not the new holder's")
 	}
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
 		t.Fatal("worker A's attempt did not end lease_expired")
 	}
 	if !a.alive() {
@@ -134,7 +134,7 @@ func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
 	e.eventually("worker B finishes the job after A's reaper lost the lock", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND lease_owner = 'worker-b'", id) == 1
 	})
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", id); n != 1 {
 		t.Fatal("worker A's attempt did not end lease_expired")
 	}
 	a.signal(t, syscall.SIGCONT)
@@ -154,10 +154,10 @@ func TestManyWorkerProcessesRunEachJobOnce(t *testing.T) {
 	e.eventually("all jobs succeeded", 60*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 2000
 	})
-	if n := e.count("SELECT count(*) FROM attempts"); n != 2000 {
+	if n := e.count("SELECT count(*) FROM job_attempts"); n != 2000 {
 		t.Fatalf("%d attempts for 2000 jobs, want one each", n)
 	}
-	if n := e.count("SELECT count(DISTINCT worker_id) FROM attempts"); n < 2 {
+	if n := e.count("SELECT count(DISTINCT worker_id) FROM job_attempts"); n < 2 {
 		t.Fatalf("only %d worker process took jobs", n)
 	}
 }

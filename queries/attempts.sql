@@ -1,8 +1,7 @@
 -- name: AttemptListByJob :many
--- While an attempt runs, its heartbeat and deadline live on the job row;
--- the caller takes them from there for the running attempt.
-SELECT a.*, j.state AS job_state, j.attempt AS job_attempt,
-       j.heartbeat_at AS job_heartbeat_at, j.lease_until AS job_lease_until
-FROM attempts a JOIN jobs j ON j.id = a.job_id
-WHERE a.job_id = @job_id
-ORDER BY a.number;
+-- Every attempt of a job (the view job_attempts derives the latest one
+-- from the job row while it runs or once it succeeded).
+SELECT number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error
+FROM job_attempts
+WHERE job_id = @job_id
+ORDER BY number;

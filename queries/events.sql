@@ -1,15 +1,20 @@
 -- name: EventListByJob :many
-SELECT * FROM events WHERE job_id = @job_id ORDER BY id;
+-- A job's timeline: the events written and the entries the view
+-- job_timeline derives (created, each claim, the success), in time order.
+SELECT at, type, attempt, detail FROM job_timeline
+WHERE job_id = @job_id
+ORDER BY at, rank, id;
 
 -- name: EventStaleWrite :one
 -- Records a refused write on the job's timeline, naming the stale token and
 -- the attempt it belonged to. Returns false when the job does not exist.
 WITH j AS (
-    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner FROM jobs WHERE jobs.id = @job_id
+    SELECT jobs.id, jobs.state, jobs.lease_token, jobs.lease_owner, jobs.attempt FROM jobs WHERE jobs.id = @job_id
 ), ins AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT j.id, 'stale_write_refused',
-           (SELECT a.number FROM attempts a WHERE a.job_id = j.id AND a.lease_token = @lease_token::bigint),
+           COALESCE((SELECT a.number FROM attempts a WHERE a.job_id = j.id AND a.lease_token = @lease_token::bigint),
+                    CASE WHEN j.lease_token = @lease_token::bigint THEN j.attempt END),
            jsonb_build_object('op', @op::text, 'lease_token', @lease_token::bigint, 'worker', @worker_id::text,
                               'current_token', j.lease_token, 'state', j.state,
                               'reason', CASE WHEN j.lease_token <> @lease_token::bigint THEN 'stale token'

@@ -1,45 +1,35 @@
--- Every statement that changes a job's state also writes its attempt row and
--- its event in the same statement (data-modifying CTEs), so a transition is
--- never half recorded. Deadlines are always computed with the database clock.
+-- The job row describes its latest attempt; an attempt that ends other than
+-- by succeeding is written to attempts, with its event, by the statement
+-- that ends it (data-modifying CTEs), so a transition is never half
+-- recorded. Submission, claim and success write the job row alone: their
+-- timeline entries are derived when read (EventListByJob). Deadlines are
+-- always computed with the database clock.
 
 -- name: JobInsert :one
 -- Inserts one job; returns no row when idempotency_key is already taken.
-WITH inserted AS (
-    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
-    VALUES (@kind, @queue, @priority, @payload, sqlc.narg('app'), sqlc.narg('device'), @max_attempts,
-            COALESCE(sqlc.narg('run_at')::timestamptz, now()), sqlc.narg('timeout_ms'),
-            sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms)
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING *
-), ev AS (
-    INSERT INTO events (job_id, type, detail)
-    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
-    FROM inserted
-)
-SELECT * FROM inserted;
+INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+VALUES (@kind, @queue, @priority, @payload, sqlc.narg('app'), sqlc.narg('device'), @max_attempts,
+        COALESCE(sqlc.narg('run_at')::timestamptz, now()), sqlc.narg('timeout_ms'),
+        sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
 
 -- name: JobInsertMany :many
 -- Inserts a batch given as a JSON array of job objects, in array order;
 -- jobs whose idempotency_key is taken are skipped (the caller checks them).
 WITH input AS (
     SELECT e.elem, e.ord FROM jsonb_array_elements(@jobs::jsonb) WITH ORDINALITY AS e(elem, ord)
-), inserted AS (
-    INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                      run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
-    SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
-           elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
-           COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
-           elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
-    FROM input ORDER BY ord
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING *
-), ev AS (
-    INSERT INTO events (job_id, type, detail)
-    SELECT id, 'created', jsonb_build_object('kind', kind, 'queue', queue)
-    FROM inserted
 )
-SELECT * FROM inserted ORDER BY id;
+INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
+       elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
+       COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
+       elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
+FROM input ORDER BY ord
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
 
 -- name: JobGet :one
 SELECT * FROM jobs WHERE id = @id;
@@ -62,8 +52,12 @@ LIMIT @max;
 -- Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
 -- runs exactly once: written as "UPDATE … WHERE id IN (SELECT … LIMIT n FOR
 -- UPDATE SKIP LOCKED)" the planner may re-run the subquery and claim more
--- than n rows. Each claimed job gets a new attempt and a fencing token from
--- lease_token_seq, larger than any token handed out before.
+-- than n rows. Each claimed job starts a new attempt with a fencing token
+-- from lease_token_next(), larger than any token the job had before; the
+-- attempt lives on the job row until it ends. The reaper sleeps until the
+-- next deadline it knows of, at most @wake_below_ms: a batch whose
+-- earliest lease ends sooner than that tells it so, with one notification
+-- carrying that lease in ms.
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
@@ -82,21 +76,15 @@ WITH candidates AS MATERIALIZED (
         lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
-        lease_until = CASE WHEN j.timeout_ms IS NULL THEN now() + (@lease_ms::integer) * interval '1 millisecond'
-                           ELSE now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond' END
+        lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
     FROM candidates c
     WHERE j.id = c.id
     RETURNING j.*
-), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at FROM claimed
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'claimed', attempt,
-           jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until)
-    FROM claimed
+), wake AS (
+    SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms))::text) AS sent
+    FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms)) < @wake_below_ms::integer
 )
-SELECT * FROM claimed ORDER BY priority, run_at, id;
+SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
 
 -- name: JobHeartbeat :one
 -- Extends the lease only for the current token of a running job whose
@@ -117,58 +105,43 @@ RETURNING lease_until, cancel_requested,
 -- name: JobCompleteMany :many
 -- Completes a batch given as a JSON array of {id, lease_token, worker_id,
 -- result} (one job is a batch of one). Each is fenced (lease_is_current);
--- the others are left alone and missing from the result. Rows are locked in id order,
--- as bulk cancel and retry lock them, so batches cannot deadlock them.
+-- the others are left alone and missing from the result. The attempt's
+-- end is the job's finished_at: nothing else is written. Rows are visited
+-- in id order, the order bulk cancel and retry lock them in, so the two
+-- do not deadlock in practice (were they to, PostgreSQL would end one and
+-- the worker write its batch again).
 WITH input AS (
     SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token,
            e->>'worker_id' AS worker_id, e->'result' AS result
     FROM jsonb_array_elements(@completions::jsonb) e
-), locked AS MATERIALIZED (
-    SELECT j.id FROM jobs j JOIN input i ON i.id = j.id
-    WHERE lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE jobs j
-    SET state = 'succeeded', result = i.result, finished_at = now()
-    FROM locked l JOIN input i ON i.id = l.id
-    WHERE j.id = l.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-    RETURNING j.*
-), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'succeeded', heartbeat_at = d.heartbeat_at, lease_until = d.lease_until
-    FROM done d WHERE a.job_id = d.id AND a.number = d.attempt
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'succeeded', attempt, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
-    FROM done
+    ORDER BY 1
 )
-SELECT * FROM done;
+UPDATE jobs j
+SET state = 'succeeded', result = i.result, finished_at = now()
+FROM input i
+WHERE j.id = i.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+RETURNING j.*;
 
 -- name: JobFail :one
--- Ends the attempt as failed. The job retries after
--- min(max, base·2^(n-1)·j), n counting this attempt, j uniform in
--- [0.8, 1.2]; it goes dead when the failure is permanent or the counted
--- attempts reach max_attempts, and cancelled when a cancel was requested.
--- SET expressions read the row as it was before the update.
+-- Ends the attempt as failed and records it. The job goes on as
+-- job_state_after_failure says, a retry due after job_backoff. SET
+-- expressions read the row as it was before the update.
 WITH failed AS (
     UPDATE jobs
     SET counted_attempts = counted_attempts + 1,
         last_error = @error,
-        state = CASE WHEN cancel_requested THEN 'cancelled'
-                     WHEN NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN 'dead'
-                     ELSE 'pending' END::job_state,
-        run_at = CASE WHEN cancel_requested OR NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN run_at
-                      ELSE now() + LEAST(backoff_max_ms::float8,
-                               backoff_base_ms * power(2, counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
-        finished_at = CASE WHEN cancel_requested OR NOT @retryable::boolean OR counted_attempts + 1 >= max_attempts THEN now() END
+        state = job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts),
+        run_at = CASE WHEN job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts) = 'pending'
+                      THEN now() + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
+        finished_at = CASE WHEN job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts) <> 'pending'
+                           THEN now() END
     WHERE jobs.id = @id
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, @lease_token, @worker_id)
     RETURNING *
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = 'failed', error = @error, heartbeat_at = f.heartbeat_at, lease_until = f.lease_until
-    FROM failed f WHERE a.job_id = f.id AND a.number = f.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'failed', @error
+    FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE state WHEN 'pending' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'dead' END, attempt,
@@ -193,9 +166,9 @@ WITH stopped AS (
       AND @outcome::attempt_outcome IN ('released', 'cancelled')
     RETURNING *
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(), outcome = @outcome::attempt_outcome, heartbeat_at = s.heartbeat_at, lease_until = s.lease_until
-    FROM stopped s WHERE a.job_id = s.id AND a.number = s.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), @outcome::attempt_outcome
+    FROM stopped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'released' END, attempt,
@@ -205,10 +178,13 @@ WITH stopped AS (
 SELECT * FROM stopped;
 
 -- name: JobReapExpired :many
--- Takes back running jobs whose lease deadline has passed. A lease capped by
--- timeout_ms fails the attempt; otherwise it ends lease_expired. Both count.
+-- Takes back running jobs whose lease deadline has passed. A lease that
+-- reached the attempt's timeout fails the attempt (timed_out); otherwise it
+-- ends lease_expired. Both count.
 WITH expired AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id,
+           (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    FROM jobs
     WHERE state = 'running' AND lease_until <= now()
     ORDER BY lease_until
     LIMIT @max
@@ -216,31 +192,26 @@ WITH expired AS MATERIALIZED (
 ), reaped AS (
     UPDATE jobs j
     SET counted_attempts = j.counted_attempts + 1,
-        last_error = CASE WHEN j.timeout_ms IS NOT NULL
-                               AND j.lease_until >= j.attempt_started_at + j.timeout_ms * interval '1 millisecond'
-                          THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
+        last_error = CASE WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
-        state = CASE WHEN j.cancel_requested THEN 'cancelled'
-                     WHEN j.counted_attempts + 1 >= j.max_attempts THEN 'dead'
-                     ELSE 'pending' END::job_state,
-        run_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN j.run_at
-                      ELSE now() + LEAST(j.backoff_max_ms::float8,
-                               j.backoff_base_ms * power(2, j.counted_attempts) * (0.8 + random() * 0.4)) * interval '1 millisecond' END,
-        finished_at = CASE WHEN j.cancel_requested OR j.counted_attempts + 1 >= j.max_attempts THEN now() END
+        state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
+        run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
+                      THEN now() + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
+        finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
+                           THEN now() END
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.*
+    RETURNING j.*, e.timed_out
 ), att AS (
-    UPDATE attempts a
-    SET ended_at = now(),
-        outcome = CASE WHEN r.last_error LIKE 'attempt % timed out%' THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
-        error = r.last_error, heartbeat_at = r.heartbeat_at, lease_until = r.lease_until
-    FROM reaped r WHERE a.job_id = r.id AND a.number = r.attempt
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(),
+           CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
+    FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, 'lease_expired', attempt,
            jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until,
-                              'next_state', state, 'run_at', run_at)
+                              'next_state', state, 'run_at', run_at, 'timed_out', timed_out)
     FROM reaped
 ), counted AS (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)

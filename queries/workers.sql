@@ -12,9 +12,6 @@ WHERE w.last_seen >= now() - (@within_ms::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500;
 
--- name: ReaperTryLock :one
-SELECT pg_try_advisory_lock(@key::bigint) AS locked;
-
 -- name: ListenJobs :exec
 LISTEN leasehold_jobs;
 
@@ -24,8 +21,3 @@ LISTEN leasehold_reaper;
 -- name: Ping :one
 -- Readiness: the target database answers a query, not just the server.
 SELECT 1::integer AS ok;
-
--- name: ReaperLock :exec
--- Blocks until this session holds the reaper lock: a standby takes over the
--- moment the active reaper's session ends.
-SELECT pg_advisory_lock(@key::bigint);

@@ -186,13 +186,9 @@ func (c *Client) Detail(ctx context.Context, id int64) (JobDetail, error) {
 		if a.Outcome != nil {
 			outcome = ptr(string(*a.Outcome))
 		}
-		heartbeat, until := a.HeartbeatAt, a.LeaseUntil
-		if a.EndedAt == nil && a.JobState == db.JobStateRunning && a.JobAttempt == a.Number {
-			heartbeat, until = a.JobHeartbeatAt, a.JobLeaseUntil
-		}
 		d.Attempts = append(d.Attempts, Attempt{
 			Number: a.Number, WorkerID: a.WorkerID, LeaseToken: a.LeaseToken, StartedAt: a.StartedAt,
-			HeartbeatAt: heartbeat, LeaseUntil: until, EndedAt: a.EndedAt, Outcome: outcome, Error: a.Error,
+			HeartbeatAt: a.HeartbeatAt, LeaseUntil: a.LeaseUntil, EndedAt: a.EndedAt, Outcome: outcome, Error: a.Error,
 		})
 	}
 	events, err := c.q.EventListByJob(ctx, id)
@@ -262,14 +258,10 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	lease := min(max(p.Lease, MinLease), MaxLease)
 	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),
-		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond),
+		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming jobs: %w", err)
-	}
-	if len(rows) > 0 && lease < reaperMaxSleep {
-		// This lease may end before the reaper next wakes up.
-		c.wakeReaper(ctx)
 	}
 	return toJobs(rows), nil
 }

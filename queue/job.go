@@ -131,8 +131,7 @@ func jobFromRow(r db.Job) Job {
 // jobRow is satisfied by every generated row type that carries a whole
 // job: sqlc emits one per query, all with the fields of db.Job.
 type jobRow interface {
-	db.Job | db.JobInsertRow | db.JobInsertManyRow | db.JobClaimRow |
-		db.JobCompleteManyRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
+	db.Job | db.JobClaimRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
 }
 
 func toJob[R jobRow](r R) Job { return jobFromRow(db.Job(r)) }

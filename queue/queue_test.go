@@ -261,11 +261,12 @@ func TestExpiredLeaseRefusedBeforeReap(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	f.insert(t, jobOpts{})
-	j := f.claimOne(t, "w", 100*time.Millisecond)
+	// Long enough that a loaded machine still heartbeats in time.
+	j := f.claimOne(t, "w", 500*time.Millisecond)
 	if _, err := f.client.Heartbeat(f.ctx, leaseOf(j)); err != nil {
 		t.Fatalf("heartbeat in time: %v", err)
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(800 * time.Millisecond)
 	// No reaper runs: the job is still "running", but its deadline passed.
 	if got, _ := f.client.Get(f.ctx, j.ID); got.State != queue.StateRunning {
 		t.Fatalf("state %s, want running (not reaped yet)", got.State)

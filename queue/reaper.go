@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,19 +17,16 @@ import (
 	"github.com/leasehold/leasehold/db"
 )
 
-// reaperLockKey is the advisory lock that makes one reaper active across
-// every server and worker process of a database ("LEASEHOL").
-const reaperLockKey = 0x4c45415345484f4c
-
 // reapBatch bounds one reclaim statement; more are run until none is left.
 const reapBatch = 1000
 
-// reaperMaxSleep bounds the reaper's wait between two looks at the
-// deadlines. A new lease that ends after it cannot be missed, so only
-// claims with a shorter lease wake the reaper (see Client.Claim); and a
-// frozen reaper's idle session is ended by idle_session_timeout, so its
-// lock passes on.
-const reaperMaxSleep = time.Second
+// reaperMaxSleep bounds the active reaper's sleep. A lease that ends
+// later cannot be missed: the reaper wakes before its deadline and plans
+// again. Claims of shorter leases, retries and scheduled jobs announce
+// their deadlines by NOTIFY. So an idle reaper costs two statements per
+// reaperMaxSleep, and the default 30 s lease is claimed without a
+// notification.
+const reaperMaxSleep = 30 * time.Second
 
 // Reaped is one job taken back from an expired lease.
 type Reaped struct {
@@ -52,12 +50,12 @@ type ReaperConfig struct {
 // Reaper takes back expired leases within milliseconds of their deadline,
 // and announces scheduled jobs (retries after their backoff) when they
 // fall due.
-// Every server and direct worker runs one; an advisory lock keeps one
-// active and the others on standby, so reclaiming goes on as long as any
-// of them lives. The active one sleeps until the earliest lease deadline
-// or the next scheduled job (by the database clock), at most
-// reaperMaxSleep, and is woken early by LISTEN when a lease shorter than
-// that is made or a retry is scheduled.
+// Every server and direct worker runs one; one of them is active (the
+// "reaper" leader role, see lead) and the others wait on standby without
+// holding a snapshot, so reclaiming goes on as long as any of them lives.
+// The active one sleeps until the earliest lease deadline or the next
+// scheduled job, by the database clock, and is woken by LISTEN when a claim
+// makes a lease that ends sooner, or a retry is scheduled.
 type Reaper struct {
 	pool   *pgxpool.Pool
 	client *Client
@@ -97,28 +95,27 @@ func (r *Reaper) Run(ctx context.Context) error {
 	}
 }
 
-// session holds one dedicated connection: wait for the lock, then reap.
+// session waits for the reaper role, then reaps until the role or its
+// connections are lost.
 func (r *Reaper) session(ctx context.Context) error {
-	cfg := r.pool.Config().ConnConfig.Copy()
-	// A reaper that freezes (SIGSTOP, a hung VM) would keep the lock while
-	// reaping nothing; the server ends its idle session and the lock
-	// passes to a standby.
-	cfg.RuntimeParams["idle_session_timeout"] = fmt.Sprint((5 * reaperMaxSleep).Milliseconds())
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	return lead(ctx, r.pool, "reaper", r.reap)
+}
+
+// reap is the active reaper: it holds a listening connection of its own
+// and runs its statements on the pool.
+func (r *Reaper) reap(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("connecting reaper: %w", err)
+		return fmt.Errorf("connecting reaper listener: %w", err)
 	}
 	defer conn.Close(context.Background())
-	q := db.New(conn)
-	if err := q.ReaperLock(ctx, reaperLockKey); err != nil {
-		return fmt.Errorf("taking reaper lock: %w", err)
+	if err := db.New(conn).ListenReaper(ctx); err != nil {
+		return fmt.Errorf("listening for wake-ups: %w", err)
 	}
 	r.active.Store(true)
 	defer r.active.Store(false)
 	r.cfg.Logger.Info("reaper active")
-	if err := q.ListenReaper(ctx); err != nil {
-		return fmt.Errorf("listening for wake-ups: %w", err)
-	}
+	q := db.New(r.pool)
 	for {
 		if err := r.reapAll(ctx, q); err != nil {
 			return err
@@ -127,31 +124,49 @@ func (r *Reaper) session(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading next deadline: %w", err)
 		}
-		wait := min(reaperMaxSleep, untilMs(next.LeaseWaitMs)+r.cfg.Slack)
+		wait := untilMs(next.LeaseWaitMs) + r.cfg.Slack
 		// A retry whose backoff ends, or a job scheduled for later, is
 		// announced the moment it is due rather than at the workers' next
 		// poll.
 		due := untilMs(next.DueWaitMs) + r.cfg.Slack
 		wakeForDue := due < wait
-		wait = min(wait, due)
+		wait = min(wait, due, reaperMaxSleep)
 		// A past deadline whose row another transaction holds was skipped;
 		// look again shortly rather than spin.
 		wait = max(wait, time.Millisecond)
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, err = conn.WaitForNotification(wctx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
+		woke, err := r.sleep(ctx, conn, wait)
+		if err != nil {
+			return err
 		}
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			if wakeForDue {
-				if err := q.JobNotify(ctx, ""); err != nil {
-					return fmt.Errorf("announcing due jobs: %w", err)
-				}
+		if !woke && wakeForDue {
+			if err := q.JobNotify(ctx, ""); err != nil {
+				return fmt.Errorf("announcing due jobs: %w", err)
 			}
+		}
+	}
+}
+
+// sleep waits up to wait for a notification that asks the reaper to look
+// again sooner. A claim's notification carries how soon its earliest new
+// lease can end (ms); one that ends after the planned wake-up changes
+// nothing and is ignored. woke reports a wake-up before wait ran out.
+func (r *Reaper) sleep(ctx context.Context, conn *pgx.Conn, wait time.Duration) (woke bool, err error) {
+	until := time.Now().Add(wait)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, until)
+		msg, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			return false, nil
 		case err != nil:
-			return fmt.Errorf("waiting for wake-ups: %w", err)
+			return false, fmt.Errorf("waiting for wake-ups: %w", err)
+		}
+		ms, perr := strconv.ParseFloat(msg.Payload, 64)
+		if perr != nil || time.Now().Add(time.Duration(ms*float64(time.Millisecond))).Before(until) {
+			return true, nil
 		}
 	}
 }

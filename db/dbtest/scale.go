@@ -11,8 +11,8 @@ import (
 
 // ScaleDatabase returns a database holding n jobs with their attempts and
 // events, as a long-lived installation has them: 90% succeeded, 5% dead,
-// 3% pending, 1% running, 1% cancelled, over 1,000 apps, three events per
-// job. It is built once per size and schema (minutes for a million) and
+// 3% pending, 1% running, 1% cancelled, over 1,000 apps, three timeline
+// entries per job. It is built once per size and schema (minutes for a million) and
 // kept for later runs; benchmarks only read it.
 func ScaleDatabase(tb testing.TB, n int) string {
 	tb.Helper()
@@ -89,19 +89,20 @@ FROM (SELECT g, now() - (%[1]d - g) * interval '1 second' AS created,
                    WHEN r < 0.99 THEN 'running' ELSE 'cancelled' END)::job_state AS st
       FROM (SELECT g, random() AS r FROM generate_series(1, %[1]d) g) x) s`, n),
 		fmt.Sprintf(`SELECT setval('lease_token_seq', %d)`, n+1),
+		// As the queue keeps them: the job row describes its latest
+		// attempt while it runs or once it succeeded; attempts that ended
+		// otherwise are rows; created, claimed and succeeded entries of the
+		// timeline are derived when read.
 		`INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-SELECT id, 1, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until,
-       CASE WHEN state = 'running' THEN NULL ELSE finished_at END,
-       CASE state WHEN 'succeeded' THEN 'succeeded' WHEN 'dead' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' END::attempt_outcome,
+SELECT id, 1, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, finished_at,
+       CASE state WHEN 'dead' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' END::attempt_outcome,
        last_error
+FROM jobs WHERE attempt >= 1 AND state IN ('dead', 'cancelled')`,
+		`INSERT INTO events (job_id, at, type, attempt, detail)
+SELECT id, attempt_started_at + interval '10 seconds', 'progress', 1, '{"message":"opened the app"}'::jsonb
 FROM jobs WHERE attempt >= 1`,
 		`INSERT INTO events (job_id, at, type, attempt, detail)
-SELECT id, created_at, 'created', NULL, jsonb_build_object('kind', kind, 'queue', queue) FROM jobs`,
-		`INSERT INTO events (job_id, at, type, attempt, detail)
-SELECT id, attempt_started_at, 'claimed', 1, jsonb_build_object('worker', lease_owner, 'lease_token', lease_token)
-FROM jobs WHERE attempt >= 1`,
-		`INSERT INTO events (job_id, at, type, attempt, detail)
-SELECT id, finished_at, state::text, 1, '{}'::jsonb FROM jobs WHERE finished_at IS NOT NULL`,
+SELECT id, finished_at, state::text, 1, '{}'::jsonb FROM jobs WHERE state IN ('dead', 'cancelled')`,
 		`INSERT INTO workers (id, queues, last_seen) SELECT 'worker-' || g, '{default}', now() - g * interval '10 seconds' FROM generate_series(0, 19) g`,
 		`VACUUM ANALYZE`,
 	}

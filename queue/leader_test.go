@@ -1,0 +1,77 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// A standby reaper waits for as long as the active one lives. While it
+// waits, neither it nor the holder may hold a snapshot: one that does pins
+// the database's xmin horizon, and nothing anywhere can then be pruned or
+// vacuumed (a waiting pg_advisory_lock() statement did exactly that).
+func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 8)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	r1 := queue.NewReaper(f.pool, queue.ReaperConfig{})
+	r2 := queue.NewReaper(f.pool, queue.ReaperConfig{})
+	go func() { _ = r1.Run(ctx) }()
+	waitFor(t, "first reaper active", r1.Active)
+	go func() { _ = r2.Run(ctx) }()
+
+	// Both lock connections are up: the holder's, and the standby's,
+	// which keeps trying.
+	waitFor(t, "standby connected", func() bool {
+		var n int
+		err := f.pool.QueryRow(f.ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&n)
+		return err == nil && n == 2
+	})
+	// Sample for a while: no backend of the database holds a snapshot but
+	// for the moment of a statement (the samples may catch a keep-alive
+	// or a try of the lock rarely; a waiting statement would show in all).
+	seen := 0
+	for range 40 {
+		var withXmin, holders int
+		err := f.pool.QueryRow(f.ctx, `
+			SELECT (SELECT count(*) FROM pg_stat_activity
+			        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL),
+			       (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+			        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&withXmin, &holders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holders != 1 {
+			t.Fatalf("%d holders of the reaper lock, want 1", holders)
+		}
+		seen += withXmin
+		time.Sleep(25 * time.Millisecond)
+	}
+	if seen > 4 {
+		t.Fatalf("backends held a snapshot in %d of 40 samples: something waits inside a statement", seen)
+	}
+	if r2.Active() {
+		t.Fatal("two reapers active at once")
+	}
+
+	// The holder's connection dies (a crashed process): the standby takes
+	// over within a second, and the old one stops reaping.
+	var killed bool
+	start := time.Now()
+	if err := f.pool.QueryRow(f.ctx, `
+		SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminating the holder: %v", err)
+	}
+	waitFor(t, "standby active", r2.Active)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("hand-over took %v, want under a second", took)
+	}
+	waitFor(t, "old holder stands down", func() bool { return !r1.Active() })
+}
