@@ -502,6 +502,9 @@ func (c *Client) Workers(ctx context.Context, window time.Duration) ([]Worker, e
 
 // WorkerSeen records that a worker is alive.
 func (c *Client) WorkerSeen(ctx context.Context, id string, devices, queues []string) error {
+	if err := checkDevices(devices); err != nil {
+		return err
+	}
 	var device *string
 	if len(devices) > 0 {
 		device = ptr(strings.Join(devices, ","))
