@@ -147,8 +147,9 @@ func (j *NewJob) normalizePayload() error {
 		var a string
 		if json.Unmarshal(app, &a) == nil && a != "" {
 			// Every kind: the column is indexed, and an index row has a
-			// size limit far below the payload's.
-			if utf8.RuneCountInString(a) > maxApp {
+			// size limit far below the payload's. (An investigation's app
+			// is a package name, checked with its own message below.)
+			if utf8.RuneCountInString(a) > maxApp && j.Kind != "app_investigation" {
 				return invalid("app", "must be at most %d characters", maxApp)
 			}
 			j.app = &a

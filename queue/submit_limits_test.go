@@ -38,6 +38,10 @@ func TestAppAndDeviceLimitsForEveryKind(t *testing.T) {
 			checkField(t, err, map[bool]string{true: "", false: "jobs[1]." + tc.field}[tc.field == ""])
 		})
 	}
+	long := queue.NewJob{Kind: "app_investigation", Payload: payload("app", "com."+strings.Repeat("a", 2800))}
+	if _, _, err := f.client.Insert(f.ctx, long); err == nil || !strings.Contains(err.Error(), "package name") {
+		t.Errorf("long investigation app: %v", err)
+	}
 }
 
 func checkField(t *testing.T, err error, field string) {
