@@ -59,7 +59,7 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		return j, true, nil
 	}
 	if err != nil {
-		return Job{}, false, fmt.Errorf("inserting job: %w", err)
+		return Job{}, false, fmt.Errorf("inserting job: %w", inputRefused(err, ""))
 	}
 	job = toJob(row)
 	c.notifyJobs(ctx, []string{job.Queue})
@@ -118,7 +118,7 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 		q := c.q.WithTx(tx)
 		rows, err := q.JobInsertMany(ctx, encoded)
 		if err != nil {
-			return fmt.Errorf("inserting batch: %w", err)
+			return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
 		}
 		inserted := toJobs(rows)
 		if len(inserted) == len(njs) {
@@ -494,6 +494,9 @@ func (c *Client) Workers(ctx context.Context, window time.Duration) ([]Worker, e
 
 // WorkerSeen records that a worker is alive.
 func (c *Client) WorkerSeen(ctx context.Context, id string, devices, queues []string) error {
+	if err := checkDevices(devices); err != nil {
+		return err
+	}
 	var device *string
 	if len(devices) > 0 {
 		device = ptr(strings.Join(devices, ","))

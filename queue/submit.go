@@ -19,6 +19,7 @@ const (
 	MaxLease           = time.Hour
 	maxBackoffMs       = 7 * 24 * 3600 * 1000
 	maxIdempotencyKey  = 255
+	maxApp             = 255
 	maxInstructions    = 64 << 10
 	defaultMaxAttempts = 5
 	defaultBackoffBase = 1000
@@ -55,7 +56,12 @@ type ValidationError struct {
 	Message string
 }
 
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
 
 func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
@@ -140,6 +146,12 @@ func (j *NewJob) normalizePayload() error {
 	if app, ok := obj["app"]; ok {
 		var a string
 		if json.Unmarshal(app, &a) == nil && a != "" {
+			// Every kind: the column is indexed, and an index row has a
+			// size limit far below the payload's. (An investigation's app
+			// is a package name, checked with its own message below.)
+			if utf8.RuneCountInString(a) > maxApp && j.Kind != "app_investigation" {
+				return invalid("app", "must be at most %d characters", maxApp)
+			}
 			j.app = &a
 		}
 	}

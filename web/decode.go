@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		return nil, tooLarge
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &apiError{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
 	}
 	if err != nil {
 		return nil, badRequest("", "reading request body: %v", err)

@@ -89,6 +89,10 @@ func TestHostileInput(t *testing.T) {
 		{name: "ShortTimeout", body: `{"kind":"noop","timeout_ms":5}`, field: "timeout_ms"},
 		{name: "InvestigationWithoutApp", body: `{"kind":"app_investigation","payload":{}}`, field: "app"},
 		{name: "InvestigationBadURL", body: `{"kind":"app_investigation","payload":{"app":"com.a.b","store_url":"javascript:alert(1)"}}`, field: "store_url"},
+		// payload.app and payload.device fit their index for every kind.
+		{name: "AppTooLong", body: `{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}`, field: "app", errHas: "255"},
+		{name: "DeviceTooLong", body: `{"kind":"x","payload":{"device":"` + strings.Repeat("d", 65) + `"}}`, field: "device", errHas: "64"},
+		{name: "BatchAppTooLong", path: jobs + "/batch", body: `{"jobs":[{"kind":"x"},{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}]}`, field: "jobs[1].app"},
 		{name: "LongIdempotencyHeader", body: `{"kind":"noop"}`, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 300)}, field: "idempotency_key"},
 
 		// Media type and size.
@@ -175,6 +179,20 @@ func TestHostileInput(t *testing.T) {
 	if strings.Contains(f.logs.String(), "status=500") {
 		t.Errorf("some input caused a 500:\n%s", f.logs.String())
 	}
+}
+
+// incompressible is n letters that PostgreSQL cannot compress, so that an
+// index entry of them is as large as they are.
+func incompressible(n int) string {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = 'a' + byte(x%26)
+	}
+	return string(b)
 }
 
 // TestPayloadLimits shows that what the hostile test refuses is refused

@@ -102,3 +102,38 @@ func actor(c echo.Context) string {
 	tok, _ := c.Get(tokenKey).(apitoken.Token)
 	return "token:" + tok.Name
 }
+
+// Read deadlines of request bodies (Config.ReadTimeout,
+// Config.UploadReadTimeout). Only the body is bounded, never the answer:
+// there is no write timeout, so long polls and event streams live. Once a
+// body has been read to its end, net/http clears the deadline as it starts
+// reading ahead in the background; a deadline set on a request without a
+// body would instead expire in that background read and cancel the
+// request's context, so such requests get none.
+const (
+	defaultReadTimeout       = 20 * time.Second
+	defaultUploadReadTimeout = 10 * time.Minute
+)
+
+// uploadRoutes are the routes whose bodies may take long to arrive: a
+// screenshot sent from a home uplink.
+var uploadRoutes = map[string]bool{"/api/v1/worker/jobs/:id/artifacts": true}
+
+// bodyDeadline gives a request with a body until its route's deadline to
+// send all of it; a stalled body then fails to read (408), and the
+// connection is closed.
+func (s *server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Body == http.NoBody {
+			return next(c)
+		}
+		d := s.readTimeout
+		if uploadRoutes[c.Path()] {
+			d = s.uploadReadTimeout
+		}
+		// A ResponseRecorder has no connection, hence no deadline.
+		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(d))
+		return next(c)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
@@ -29,8 +28,10 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		App: p["app"], StoreURL: p["store_url"], Device: p["device"], Instructions: p["instructions"],
 		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
 		CancelRequested: j.CancelRequested, RunAt: j.RunAt, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
-		Payload: jobPageIndent(j.Payload), EventsTotal: len(d.Events),
+		EventsTotal: len(d.Events),
 	}
+	payload := panelJSON.show(j.Payload)
+	v.Payload, v.PayloadNote = payload.Text, payload.note(int64(len(j.Payload)), j.ID, panelJSON)
 	if j.State == queue.StateRunning {
 		v.LeaseUntil = j.LeaseUntil
 		if j.LeaseOwner != nil {
@@ -38,7 +39,8 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		}
 	}
 	if len(j.Result) > 0 && !bytes.Equal(j.Result, []byte("null")) {
-		v.Result = jobPageIndent(j.Result)
+		result := panelJSON.show(j.Result)
+		v.Result, v.ResultNote = result.Text, result.note(int64(len(j.Result)), j.ID, panelJSON)
 	}
 	if j.LastError != nil {
 		v.LastError = *j.LastError
@@ -122,35 +124,13 @@ func jobPagePayload(payload json.RawMessage) map[string]string {
 	return out
 }
 
-// jobPageIndent pretty-prints JSON for a <pre>; what is not JSON shows
-// as it is.
-func jobPageIndent(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
-// jobPageCompact is JSON on one line, cut at jobPageDetailLimit; empty for
-// none.
+// jobPageCompact is JSON on one line, bounded like a table cell; empty
+// for none.
 func jobPageCompact(raw json.RawMessage) string {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte("{}")) {
 		return ""
 	}
-	var buf bytes.Buffer
-	s := string(raw)
-	if json.Compact(&buf, raw) == nil {
-		s = buf.String()
-	}
-	if len(s) > jobPageDetailLimit {
-		cut := jobPageDetailLimit
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return cellJSON.show(raw).Text
 }
 
 // jobPageDuration says how long an attempt ran, as precisely as is

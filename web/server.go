@@ -37,6 +37,11 @@ type Config struct {
 	Jobs *queue.JobNotifier
 	// Auth signs people in to the dashboard.
 	Auth *auth.Service
+	// ReadTimeout bounds how long a request may take to send its body
+	// (default 20 s); UploadReadTimeout, an artifact upload's (default
+	// 10 min). Once a body is read the handler may take as long as it
+	// needs: long polls wait, answers are not bounded.
+	ReadTimeout, UploadReadTimeout time.Duration
 }
 
 // server holds the dependencies of every handler.
@@ -50,6 +55,8 @@ type server struct {
 	jobs         *queue.JobNotifier
 	auth         *auth.Service
 	artifacts    *artifact.Store
+	// readTimeout and uploadReadTimeout bound how long a body may take.
+	readTimeout, uploadReadTimeout time.Duration
 	// versionCheck lets one schema-version check run at a time: the check
 	// waits on golang-migrate's lock, and piled-up probes would hold pool
 	// connections while a migration runs.
@@ -69,6 +76,9 @@ func New(cfg Config) *echo.Echo {
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
 		versionCheck: make(chan struct{}, 1),
+
+		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
+		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
@@ -81,7 +91,7 @@ func New(cfg Config) *echo.Echo {
 	e.Server.IdleTimeout = 2 * time.Minute
 	e.HTTPErrorHandler = s.handleError
 	// Logging wraps recovery, so a panic is logged with its 500.
-	e.Use(s.logRequests, s.recoverPanics)
+	e.Use(s.logRequests, s.recoverPanics, s.bodyDeadline)
 	s.routes(e)
 	return e
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,10 +108,23 @@ func checkForgery(c echo.Context, sess auth.Session) error {
 	if err := crossOrigin.Check(c.Request()); err != nil {
 		return &apiError{Status: http.StatusForbidden, Message: "cross-site request refused"}
 	}
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, pageBodyLimit)
-	token := c.Request().Header.Get("X-CSRF-Token")
+	req := c.Request()
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, pageBodyLimit)
+	// Parsed here, so that a form over the limit is a 413 rather than a
+	// form without a token.
+	if err := req.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge,
+				Message: fmt.Sprintf("the form is larger than %d KiB: send less text", pageBodyLimit>>10)}
+		}
+		return badRequest("", "malformed form: %v", err)
+	}
+	// Only the header or the form body: a token in the URL would leak
+	// into logs, history and Referer headers.
+	token := req.Header.Get("X-CSRF-Token")
 	if token == "" {
-		token = c.FormValue("_csrf")
+		token = req.PostForm.Get("_csrf")
 	}
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.CSRFToken)) != 1 {
 		return &apiError{Status: http.StatusForbidden, Message: "missing or stale form token: reload the page and try again"}

@@ -37,6 +37,7 @@ type fixture struct {
 
 type setupOpts struct {
 	artifactsDir string // default: a fresh temporary directory
+	readTimeout  time.Duration
 }
 
 func setup(t *testing.T, opts ...setupOpts) *fixture {
@@ -63,6 +64,7 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	f.srv = httptest.NewServer(web.New(web.Config{
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
+		ReadTimeout: o.readTimeout,
 	}))
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(func() {

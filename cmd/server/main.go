@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/net/netutil"
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
@@ -67,6 +68,7 @@ func serve(args []string) error {
 		artifacts = fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
+		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 	)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -121,9 +123,9 @@ func serve(args []string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listen(*addr, *maxConns)
 	if err != nil {
-		return fmt.Errorf("listening: %w", err)
+		return err
 	}
 	logger.Info("server listening", "addr", "http://"+ln.Addr().String())
 	serveErr := make(chan error, 1)
@@ -142,6 +144,21 @@ func serve(args []string) error {
 	<-reaperDone
 	logger.Info("server stopped")
 	return nil
+}
+
+// listen opens the server's socket, accepting at most maxConns
+// connections at once: long-polling workers and open dashboards each hold
+// one, and beyond the limit new ones wait in the kernel's backlog instead
+// of exhausting file descriptors and memory.
+func listen(addr string, maxConns int) (net.Listener, error) {
+	if maxConns < 1 {
+		return nil, fmt.Errorf("--max-connections %d: want at least 1", maxConns)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	return netutil.LimitListener(ln, maxConns), nil
 }
 
 // openDatabase connects to $DATABASE_URL, or starts the private cluster,

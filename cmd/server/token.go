@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/queue"
 )
 
 func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
@@ -52,14 +53,39 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
 		if len(args) != 2 {
 			return errors.New("usage: server token revoke NAME")
 		}
-		if err := store.Revoke(ctx, args[1]); err != nil {
-			return err
-		}
-		fmt.Printf("revoked %q\n", args[1])
-		return nil
+		return revokeToken(ctx, pool, store, args[1])
 	default:
 		return fmt.Errorf("unknown token command %q: want create, list or revoke", args[0])
 	}
+}
+
+// revokeToken revokes a token; for a worker token it also ends the leases
+// the worker holds, so that its jobs are taken back and retried now
+// instead of when their leases would have run out.
+func revokeToken(ctx context.Context, pool *pgxpool.Pool, store *apitoken.Store, name string) error {
+	toks, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	worker := false
+	for _, t := range toks {
+		worker = worker || (t.Name == name && t.RevokedAt == nil && t.Role == apitoken.RoleWorker)
+	}
+	if err := store.Revoke(ctx, name); err != nil {
+		return err
+	}
+	fmt.Printf("revoked %q\n", name)
+	if !worker {
+		return nil
+	}
+	ended, err := queue.NewClient(pool, nil).EndLeasesOf(ctx, name)
+	if err != nil {
+		return fmt.Errorf("the token is revoked, but its running leases run until their deadlines: %w", err)
+	}
+	if len(ended) > 0 {
+		fmt.Printf("ended %d running lease(s) of %q; jobs %v are taken back and retried\n", len(ended), name, ended)
+	}
+	return nil
 }
 
 func orDash(t *time.Time) string {

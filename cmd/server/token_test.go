@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// TestTokenRevokeEndsWorkerLeases: `server token revoke NAME` of a worker
+// token ends the leases that worker holds, so its jobs are not stuck until
+// their deadlines; revoking an admin token touches no lease.
+func TestTokenRevokeEndsWorkerLeases(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store := apitoken.NewStore(pool)
+	client := queue.NewClient(pool, nil)
+	lease := func(worker string) queue.Lease {
+		t.Helper()
+		if _, _, err := client.Insert(ctx, queue.NewJob{Kind: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := client.Claim(ctx, queue.ClaimParams{WorkerID: worker, Queues: []string{"default"}, Limit: 1, Lease: time.Hour})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claiming: %v, %d jobs", err, len(jobs))
+		}
+		return queue.Lease{JobID: jobs[0].ID, Token: jobs[0].LeaseToken, WorkerID: worker}
+	}
+	for name, role := range map[string]apitoken.Role{"phone-1": apitoken.RoleWorker, "ops": apitoken.RoleAdmin} {
+		if _, _, err := store.Create(ctx, name, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked, admin := lease("phone-1"), lease("ops") // "ops" could be a direct worker's name
+
+	for _, name := range []string{"phone-1", "ops"} {
+		if err := tokenCmd(ctx, pool, []string{"revoke", name}); err != nil {
+			t.Fatalf("revoking %s: %v", name, err)
+		}
+	}
+	if _, err := client.Heartbeat(ctx, revoked); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Errorf("the revoked worker's lease still runs: heartbeat %v", err)
+	}
+	if _, err := client.Heartbeat(ctx, admin); err != nil {
+		t.Errorf("revoking an admin token ended a lease: %v", err)
+	}
+}
