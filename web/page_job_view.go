@@ -30,6 +30,7 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
 		CancelRequested: j.CancelRequested, RunAt: j.RunAt, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
 		Payload: jobPageIndent(j.Payload), EventsTotal: len(d.Events),
+		Permanent: j.State == queue.StateDead && queue.DiedPermanently(d.Events),
 	}
 	if j.State == queue.StateRunning {
 		v.LeaseUntil = j.LeaseUntil
