@@ -2,30 +2,59 @@
 # `make test` runs every check and test (what CI runs).
 SHELL := bash
 GO ?= go
-ADDR ?= 127.0.0.1:8080
+# Where `make run` listens: `make run ADDR=127.0.0.1:9090`, or
+# LEASEHOLD_ADDR in the environment like every other server flag.
+ADDR ?= $(or $(LEASEHOLD_ADDR),127.0.0.1:8080)
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
 export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
-.PHONY: run build test check generate bench experiment clean
+.PHONY: run build test test-private check generate bench experiment clean
 
 build:
 	$(GO) build -o bin/ ./cmd/server ./cmd/worker
 
 # The server (with its private cluster, unless DATABASE_URL is set) plus a
-# sim worker; Ctrl-C stops both.
+# sim worker. Ctrl-C reaches both (they share the terminal's process group)
+# and each shuts down gracefully; the last one to stop the private cluster
+# stops its postmaster. The shell only waits for them, so that no second
+# signal makes either exit at once, and exits 0. If one of them ends by
+# itself, the other is stopped too (after 5 s: when this shell cannot trap
+# SIGINT, as under nohup, the other may be shutting down already).
 run: build
-	@trap 'kill 0' EXIT; \
-	LEASEHOLD_ADDR=$(ADDR) bin/server --demo & \
-	until (exec 3<>/dev/tcp/$(subst :,/,$(ADDR))) 2>/dev/null; do sleep 0.3; done; \
-	echo; echo "Leasehold is up: open http://$(ADDR) and sign in as admin / $$LEASEHOLD_ADMIN_PASSWORD"; \
-	echo "  API: curl -H 'Authorization: Bearer $$LEASEHOLD_API_TOKEN' http://$(ADDR)/api/v1/stats"; echo; \
-	bin/worker --id sim-worker --concurrency 4 --lease 10s --artifacts .leasehold/artifacts & \
-	wait
+	@interrupted=; pids=; \
+	trap 'interrupted=1' INT; \
+	trap 'interrupted=1; kill -TERM $$pids 2>/dev/null' TERM; \
+	addr='$(ADDR)'; host=$${addr%:*}; host=$${host:-127.0.0.1}; port=$${addr##*:}; \
+	LEASEHOLD_ADDR="$$addr" bin/server --demo & server=$$!; pids=$$server; \
+	until [ -n "$$interrupted" ] || (exec 3<>"/dev/tcp/$$host/$$port") 2>/dev/null; do \
+	  kill -0 $$server 2>/dev/null || { wait $$server; exit; }; sleep 0.3; \
+	done; \
+	if [ -z "$$interrupted" ]; then \
+	  echo; echo "Leasehold is up: open http://$$host:$$port and sign in as admin / $$LEASEHOLD_ADMIN_PASSWORD"; \
+	  echo "  API: curl -H 'Authorization: Bearer $$LEASEHOLD_API_TOKEN' http://$$host:$$port/api/v1/stats"; \
+	  echo "  Ctrl-C stops the server, the worker and the private PostgreSQL."; echo; \
+	  bin/worker --id sim-worker --concurrency 4 --lease 10s --grace 3s --artifacts .leasehold/artifacts & pids="$$pids $$!"; \
+	fi; \
+	wait -n $$pids 2>/dev/null; \
+	if [ -z "$$interrupted" ]; then \
+	  for _ in $$(seq 50); do kill -0 $$pids 2>/dev/null || break; sleep 0.1; done; \
+	  kill -TERM $$pids 2>/dev/null && echo "make run: a program ended by itself; stopping the rest" >&2; \
+	fi; \
+	while kill -0 $$pids 2>/dev/null; do wait $$pids 2>/dev/null; done; \
+	[ -n "$$interrupted" ]
 
 # Everything CI checks: formatting, vet, staticcheck, generated code in
 # sync with its sources, then the tests on a real PostgreSQL.
 test: check
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# The tests that use db/dbtest once more on the private cluster (as a fresh
+# clone without TEST_DATABASE_URL runs them), so that a test that passes on
+# only one of the two paths cannot pass unseen. CI runs it before `make test`.
+DBTEST_PACKAGES = $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+	awk '{ for (i = 2; i <= NF; i++) if ($$i == "github.com/leasehold/leasehold/db/dbtest") { print $$1; break } }'
+test-private:
+	env -u TEST_DATABASE_URL $(GO) test -race -count=1 -timeout 15m $$($(DBTEST_PACKAGES))
 
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

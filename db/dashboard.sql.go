@@ -131,6 +131,39 @@ func (q *Queries) JobListHeldBy(ctx context.Context, arg JobListHeldByParams) ([
 	return items, nil
 }
 
+const jobListPermanentlyDead = `-- name: JobListPermanentlyDead :many
+SELECT job_id FROM (
+    SELECT DISTINCT ON (job_id) job_id, detail
+    FROM events
+    WHERE job_id = ANY($1::bigint[]) AND type = 'dead'
+    ORDER BY job_id, id DESC
+) last_death
+WHERE last_death.detail->>'retryable' = 'false'
+`
+
+// Which of @job_ids last went dead on a failure the worker said was not
+// retryable. The job row does not keep that; the detail of its latest
+// 'dead' event does (events_job_idx serves each job).
+func (q *Queries) JobListPermanentlyDead(ctx context.Context, jobIds []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, jobListPermanentlyDead, jobIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var job_id int64
+		if err := rows.Scan(&job_id); err != nil {
+			return nil, err
+		}
+		items = append(items, job_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobListRecentlyDead = `-- name: JobListRecentlyDead :many
 
 SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs

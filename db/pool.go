@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,7 +30,8 @@ type PoolConfig struct {
 // Open returns a pool once the target database answers SELECT 1. A server
 // that accepts connections is not yet a usable database (it may still be
 // starting, or the database may not exist yet), so it retries with
-// exponential backoff until ctx ends.
+// exponential backoff until ctx ends. It gives up at once on what waiting
+// cannot heal: a role that does not exist or a refused password.
 func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -59,7 +61,8 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// WaitReady blocks until SELECT 1 succeeds on the pool's database.
+// WaitReady blocks until SELECT 1 succeeds on the pool's database, ctx
+// ends, or the server refuses the role or password.
 func WaitReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -70,6 +73,9 @@ func WaitReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) err
 		if ctx.Err() != nil {
 			return fmt.Errorf("waiting for database: %w", errors.Join(ctx.Err(), err))
 		}
+		if reason := unrecoverable(err); reason != "" {
+			return fmt.Errorf("%s: waiting will not help, fix the database URL or the server's roles: %w", reason, err)
+		}
 		logger.Warn("database not ready", "attempt", attempt, "retry_in", delay, "err", err)
 		select {
 		case <-ctx.Done():
@@ -78,4 +84,22 @@ func WaitReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) err
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// unrecoverable says why err cannot heal by waiting, or "" when it may: a
+// database that does not exist yet (3D000) or a server that refuses
+// connections while it starts are worth waiting for; a refused role or
+// password stays refused.
+func unrecoverable(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	switch pgErr.Code {
+	case "28000": // invalid_authorization_specification, also "role … does not exist"
+		return "the database refuses this role"
+	case "28P01": // invalid_password
+		return "the database refuses this password"
+	}
+	return ""
 }

@@ -2,15 +2,59 @@ package db_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/dbtest"
 )
+
+// urlFor returns a postgres:// URL for database name as role user on the
+// test server, built with net/url so that it is right whichever way the
+// admin URL reaches that server: over TCP (TEST_DATABASE_URL) or over the
+// private cluster's unix socket (a key=value string; the socket directory
+// becomes the host query parameter).
+func urlFor(t *testing.T, admin, user, name string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "postgres", Path: "/" + name}
+	q := url.Values{"sslmode": {"disable"}}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+		q.Set("port", strconv.Itoa(int(cfg.Port)))
+	} else {
+		u.Host = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	u.User = url.User(user)
+	if cfg.Password != "" && user == cfg.User {
+		u.User = url.UserPassword(user, cfg.Password)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func adminExec(t *testing.T, admin, sql string) error {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), sql)
+	return err
+}
 
 // The field report's first run failed with `database "…" does not exist`
 // right after pg_isready passed: the server answered, the database was not
@@ -23,34 +67,25 @@ func TestOpenWaitsForTheTargetDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("lh_late_%d", time.Now().UnixNano())
-	url := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", cfg.Host, cfg.Port, cfg.User, name)
+	lateURL := urlFor(t, admin, cfg.User, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	exec := func(sql string) error {
-		conn, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(context.Background(), sql)
-		return err
-	}
 	created := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		if err := exec("CREATE DATABASE " + name); err != nil {
+		if err := adminExec(t, admin, "CREATE DATABASE "+name); err != nil {
 			t.Errorf("creating the database: %v", err)
 		}
 		created <- time.Now()
 	}()
 	t.Cleanup(func() {
-		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+		if err := adminExec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Errorf("dropping the database: %v", err)
 		}
 	})
 
-	pool, err := db.Open(ctx, db.PoolConfig{URL: url, AppName: "leasehold-test"})
+	pool, err := db.Open(ctx, db.PoolConfig{URL: lateURL, AppName: "leasehold-test"})
 	if err != nil {
 		t.Fatalf("Open gave up: %v", err)
 	}
@@ -59,14 +94,54 @@ func TestOpenWaitsForTheTargetDatabase(t *testing.T) {
 	if at := <-created; opened.Before(at) {
 		t.Fatal("Open returned before the database existed")
 	}
-	var app string
-	if err := pool.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil || app != "leasehold-test" {
-		t.Fatalf("application_name %q (%v)", app, err)
+	var app, current string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('application_name'), current_database()").Scan(&app, &current); err != nil {
+		t.Fatal(err)
+	}
+	if app != "leasehold-test" || current != name {
+		t.Fatalf("application_name %q, database %q: want leasehold-test on %s", app, current, name)
 	}
 
+	// A database that never appears: Open keeps waiting (for the database,
+	// not stopped by a malformed URL) until its context ends.
+	neverURL := urlFor(t, admin, cfg.User, name+"_never")
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
-	if _, err := db.Open(short, db.PoolConfig{URL: url + "_never"}); err == nil {
-		t.Fatal("Open succeeded on a database that never appears")
+	_, err = db.Open(short, db.PoolConfig{URL: neverURL})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Open on a database that never appears: %v; want it to wait on 3D000 (database does not exist) until the deadline", err)
+	}
+}
+
+// A role that does not exist will not appear by waiting: Open says so at
+// once instead of retrying until its context ends.
+func TestOpenFailsAtOnceOnAnUnknownRole(t *testing.T) {
+	t.Parallel()
+	admin := dbtest.AdminURL(t)
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := fmt.Sprintf("lh_nobody_%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err = db.Open(ctx, db.PoolConfig{URL: urlFor(t, admin, role, cfg.Database)})
+	took := time.Since(began)
+	if err == nil {
+		t.Fatalf("Open succeeded as role %s, which does not exist", role)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || took > 5*time.Second {
+		t.Fatalf("Open took %v and ended with %v: it should fail at once on an unknown role", took, err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "28000" {
+		t.Fatalf("error %v: want SQLSTATE 28000", err)
+	}
+	for _, want := range []string{role, "refuses this role"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -50,3 +50,15 @@ FROM jobs
 WHERE state = 'running' AND lease_owner = ANY(@owners::text[])
 ORDER BY lease_owner, id
 LIMIT @max;
+
+-- name: JobListPermanentlyDead :many
+-- Which of @job_ids last went dead on a failure the worker said was not
+-- retryable. The job row does not keep that; the detail of its latest
+-- 'dead' event does (events_job_idx serves each job).
+SELECT job_id FROM (
+    SELECT DISTINCT ON (job_id) job_id, detail
+    FROM events
+    WHERE job_id = ANY(@job_ids::bigint[]) AND type = 'dead'
+    ORDER BY job_id, id DESC
+) last_death
+WHERE last_death.detail->>'retryable' = 'false';

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -25,6 +26,40 @@ func (c *Client) RecentDead(ctx context.Context, limit int) ([]Job, error) {
 		return nil, fmt.Errorf("listing recent dead jobs: %w", err)
 	}
 	return toJobs(rows), nil
+}
+
+// PermanentlyDead returns which of jobIDs last went dead on a failure that
+// was not retryable: a retry runs such a job again, but its worker said
+// another attempt would fail the same way.
+func (c *Client) PermanentlyDead(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
+	out := map[int64]bool{}
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	ids, err := c.q.JobListPermanentlyDead(ctx, jobIDs)
+	if err != nil {
+		return nil, fmt.Errorf("listing permanent failures: %w", err)
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// DiedPermanently reports whether the latest 'dead' event of events (oldest
+// first) records a failure that was not retryable: the rule of
+// PermanentlyDead, for a job whose events are at hand.
+func DiedPermanently(events []Event) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type != "dead" {
+			continue
+		}
+		var d struct {
+			Retryable *bool `json:"retryable"`
+		}
+		return json.Unmarshal(events[i].Detail, &d) == nil && d.Retryable != nil && !*d.Retryable
+	}
+	return false
 }
 
 // Screenshots are the screenshots of one attempt of a job.

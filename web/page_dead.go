@@ -42,6 +42,10 @@ func (s *server) deadPage(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
+	permanent, err := s.queue.PermanentlyDead(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("dead letters: %w", err)
+	}
 	v.Rows = make([]templates.DeadRow, len(jobs))
 	for i, j := range jobs {
 		r := templates.DeadRow{
@@ -49,6 +53,7 @@ func (s *server) deadPage(c echo.Context) error {
 			Counted: j.CountedAttempts, MaxAttempts: j.MaxAttempts, Attempts: j.Attempt,
 			DiedAt: j.FinishedAt, Created: j.CreatedAt,
 			Error: listDeref(j.LastError), ErrorLine: listErrorLine(j.LastError),
+			Permanent: permanent[j.ID],
 		}
 		if sh, ok := shots[j.ID]; ok {
 			r.ShotsAttempt, r.MoreShots = sh.Attempt, sh.Total-len(sh.Artifacts)

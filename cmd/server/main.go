@@ -51,9 +51,8 @@ func run(args []string) error {
 			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return migrateCmd(pool, args[1:]) })
 		case "token":
 			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return tokenCmd(ctx, pool, args[1:]) })
-		case "help", "-h", "--help":
-			fmt.Println(usage)
-			return nil
+		case "help":
+			return serve([]string{"--help"})
 		}
 	}
 	return serve(args)
@@ -61,7 +60,7 @@ func run(args []string) error {
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
 	var (
 		addr      = fs.String("addr", "127.0.0.1:8080", "listen address")
 		migrate   = fs.Bool("migrate", true, "apply migrations at start")
@@ -70,7 +69,9 @@ func serve(args []string) error {
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 	)
-	if err := cli.ParseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	logger := cli.NewLogger(*logFormat)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,6 +18,13 @@ import (
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
+
+const usage = `usage: worker [flags]
+
+Claims jobs and runs an executor for each: straight on PostgreSQL
+($DATABASE_URL or --database-url; unset, the private cluster in
+./.leasehold/pg), or through a server's worker API (--server-url, --token).
+Every flag can also be set as LEASEHOLD_<FLAG>.`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -47,7 +55,10 @@ func run(args []string) error {
 		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 	)
-	if err := cli.ParseFlags(fs, args); err != nil {
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
+	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	logger := cli.NewLogger(*logFormat)

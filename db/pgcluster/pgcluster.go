@@ -2,8 +2,9 @@
 // binaries installed on the machine, so that the server and the test suite
 // work without an externally provided database (DATABASE_URL unset).
 //
-// The cluster lives in Config.Dir (data in Dir/data, log in Dir/postgres.log)
-// and listens only on a unix socket in a short directory of its own under
+// The cluster lives in Config.Dir (data in Dir/data, log in Dir/postgres.log;
+// as root, when the postgres user cannot reach Dir, both live in a directory
+// of that user's keyed by Dir, see placeReachable) and listens only on a unix socket in a short directory of its own under
 // /tmp, so it never clashes with a system PostgreSQL on TCP port 5432.
 //
 // Several processes may use the same Dir at once: Start serialises with a
@@ -134,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("creating cluster dir: %w", err)
 	}
 	if run.cred != nil {
-		if err := checkSearchable(dir, run); err != nil {
+		if err := c.placeReachable(run); err != nil {
 			return nil, err
 		}
 	}
@@ -249,6 +250,58 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	// It is empty once postgres has shut down, so Remove suffices.
 	if err := os.Remove(c.sockDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		c.log.Warn("removing socket dir", "path", c.sockDir, "err", err)
+	}
+	return nil
+}
+
+// placeReachable moves the data dir and log out of Dir when the postgres
+// user cannot traverse the path to it, as with a checkout in root's home
+// (mode 0700). They go to a directory of its own under that user's home
+// (or /var/tmp), named by a hash of Dir so that each checkout keeps its
+// own cluster across runs; the locks stay in Dir, which only we use.
+func (c *Cluster) placeReachable(run runner) error {
+	unreachable := checkSearchable(c.dir, run)
+	if unreachable == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(c.dir))
+	for _, base := range []string{run.home, "/var/tmp"} {
+		if base == "" || !filepath.IsAbs(base) || checkSearchable(base, run) != nil {
+			continue
+		}
+		home := filepath.Join(base, "leasehold-"+hex.EncodeToString(sum[:])[:12])
+		if err := ensureOwnedDir(home, run); err != nil {
+			return err
+		}
+		c.dataDir = filepath.Join(home, "data")
+		c.logPath = filepath.Join(home, "postgres.log")
+		c.log.Info("the postgres user cannot reach the cluster dir, so its data lives elsewhere",
+			"data", c.dataDir, "reason", unreachable)
+		return nil
+	}
+	return unreachable
+}
+
+// ensureOwnedDir creates dir (mode 0700) for user r, or accepts an existing
+// one only if it is a real directory owned by r or by root: it may live in
+// a world-writable directory such as /var/tmp.
+func ensureOwnedDir(dir string, r runner) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("creating cluster home: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("checking cluster home: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || (int(st.Uid) != r.uid && st.Uid != 0) {
+		return fmt.Errorf("%s exists but is not a directory owned by %s or root; remove it", dir, r.name)
+	}
+	if err := os.Lchown(dir, r.uid, r.gid); err != nil {
+		return fmt.Errorf("handing %s to user %s: %w", dir, r.name, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("restricting %s: %w", dir, err)
 	}
 	return nil
 }

@@ -343,3 +343,68 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 }
+
+// TestUnreachableDirAsRoot: root's checkout in a 0700 home directory. The
+// postgres user that runs the cluster cannot traverse the path to the
+// configured dir, so the data must live where it can, and stay there for
+// the next start.
+func TestUnreachableDirAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the cluster as another user (postgres), who may be unable to reach the dir")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	home, err := os.MkdirTemp("", "lh-root-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "checkout", ".leasehold", "testpg")
+	run, err := currentRunner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checkSearchable(dir, run) == nil {
+		t.Fatalf("%s should be out of reach of user %s", dir, run.name)
+	}
+
+	startHere := func() *Cluster {
+		t.Helper()
+		c, err := Start(ctx, Config{Dir: dir})
+		if err != nil {
+			t.Fatalf("Start in a dir under a 0700 directory: %v", err)
+		}
+		// Stop before the data's own directory is removed (cleanups run
+		// last in, first out).
+		t.Cleanup(func() {
+			if err := c.Stop(context.Background()); err != nil {
+				t.Errorf("Stop in cleanup: %v", err)
+			}
+		})
+		return c
+	}
+	c := startHere()
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(c.dataDir)) })
+	if strings.HasPrefix(c.dataDir, home+"/") {
+		t.Fatalf("data dir %s is still under the unreachable %s", c.dataDir, home)
+	}
+	if err := checkSearchable(c.dataDir, run); err != nil {
+		t.Fatalf("data dir out of reach: %v", err)
+	}
+	assertAnswers(t, ctx, c)
+	execSQL(t, ctx, c.URL("leasehold"), "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('same place next time')")
+	stop(t, ctx, c)
+	assertGone(t, ctx, c)
+
+	again := startHere()
+	if again.dataDir != c.dataDir || !again.Owned() {
+		t.Fatalf("second start: data dir %s (owned %v), want %s again", again.dataDir, again.Owned(), c.dataDir)
+	}
+	if got := queryString(t, ctx, again.URL("leasehold"), "SELECT v FROM kept"); got != "same place next time" {
+		t.Fatalf("after restart kept.v = %q", got)
+	}
+	stop(t, ctx, again)
+}
