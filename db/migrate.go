@@ -49,6 +49,14 @@ func (mg *Migrator) Up() error {
 	return nil
 }
 
+// To migrates up or down to version.
+func (mg *Migrator) To(version uint) error {
+	if err := mg.m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrating to version %d: %w", version, err)
+	}
+	return nil
+}
+
 // Down rolls back one migration.
 func (mg *Migrator) Down() error {
 	if err := mg.m.Steps(-1); err != nil {
