@@ -14,7 +14,7 @@ import (
 )
 
 // SchemaVersion is the migration version this build expects.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Migrator applies the embedded migrations.
 type Migrator struct {

@@ -6,6 +6,7 @@ package web
 import (
 	"cmp"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +38,9 @@ type Config struct {
 	Jobs *queue.JobNotifier
 	// Auth signs people in to the dashboard.
 	Auth *auth.Service
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (LEASEHOLD_TRUSTED_PROXIES); none: the TCP peer is.
+	TrustedProxies []netip.Prefix
 }
 
 // server holds the dependencies of every handler.
@@ -75,6 +79,7 @@ func New(cfg Config) *echo.Echo {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	// Used when the caller starts the server with e.Start: slow clients
 	// must not hold connections open forever.
 	e.Server.ReadHeaderTimeout = 10 * time.Second

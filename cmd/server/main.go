@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -68,6 +69,9 @@ func serve(args []string) error {
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 	)
+	var trustedProxies []netip.Prefix
+	fs.Func("trusted-proxies", "comma-separated IPs or CIDR ranges of reverse proxies whose X-Forwarded-For names the client (default: none)",
+		func(v string) (err error) { trustedProxies, err = web.ParseTrustedProxies(v); return err })
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -114,7 +118,7 @@ func serve(args []string) error {
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store, Auth: signIn,
+		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies,
 	})
 	srv := &http.Server{
 		Handler:           handler,
