@@ -126,7 +126,8 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 // nobody elsewhere is locked out by them. An address with 100 failures in
 // 15 minutes, whatever the names, is refused until those 15 minutes end.
 // At most 2 × CPUs hashes run at once; beyond that a sign-in waits a
-// moment, then gets ErrBusy.
+// moment, then gets ErrBusy. A lock is checked before the hash waits for
+// its slot and again once it has it.
 func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, password string) (string, Session, error) {
 	key := newThrottleKey(client, username)
 	if err := s.checkLocks(ctx, key); err != nil {
@@ -142,27 +143,8 @@ func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, passw
 			return "", Session{}, fmt.Errorf("reading user: %w", err)
 		}
 	}
-	hash := s.dummyHash
-	if user != nil {
-		hash = user.PasswordHash
-	}
-	ok, err := s.checkHashed(ctx, hash, password)
-	if err != nil {
+	if err := s.verify(ctx, key, user, password); err != nil {
 		return "", Session{}, err
-	}
-	if !ok || user == nil || len(password) > 1024 {
-		n, err := s.recordFailure(ctx, key)
-		if err != nil {
-			return "", Session{}, err
-		}
-		// A name that is no account is not logged: it is sometimes a
-		// password typed into the wrong field.
-		attrs := []any{"client", key.address.String(), "failures", n.NameFailures, "address_failures", n.AddressFailures}
-		if user != nil {
-			attrs = append(attrs, "username", user.Username)
-		}
-		s.logger.Warn("failed sign-in", attrs...)
-		return "", Session{}, ErrBadCredentials
 	}
 	if err := s.q.LoginFailureClear(ctx, db.LoginFailureClearParams{NameHash: key.name, Address: key.address}); err != nil {
 		return "", Session{}, fmt.Errorf("clearing failed sign-ins: %w", err)
@@ -171,7 +153,7 @@ func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, passw
 		return "", Session{}, fmt.Errorf("recording sign-in: %w", err)
 	}
 	token, csrf := randomToken(), randomToken()
-	err = s.q.SessionCreate(ctx, db.SessionCreateParams{
+	err := s.q.SessionCreate(ctx, db.SessionCreateParams{
 		TokenHash: hashToken(token), UserID: user.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
 	})
 	if err != nil {

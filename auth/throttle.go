@@ -88,23 +88,61 @@ func (s *Service) checkLocks(ctx context.Context, key throttleKey) error {
 	return nil
 }
 
-// checkHashed checks password against hash once a hashing slot is free.
-func (s *Service) checkHashed(ctx context.Context, hash, password string) (bool, error) {
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		wait := time.NewTimer(hashWait)
-		defer wait.Stop()
-		select {
-		case s.slots <- struct{}{}:
-		case <-wait.C:
-			return false, ErrBusy
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+// verify checks password against user's hash (the dummy hash when user
+// is nil), holding a hashing slot, and counts a failure before it lets
+// the slot go. With the slot held, key's locks are checked again: a
+// sign-in that waited for a slot must not get past a lock set meanwhile,
+// so a burst gets at most a slot-full of guesses past the fifth.
+func (s *Service) verify(ctx context.Context, key throttleKey, user *db.UserByNameRow, password string) error {
+	if err := s.takeSlot(ctx); err != nil {
+		return err
 	}
 	defer func() { <-s.slots }()
-	return s.check(hash, password)
+	if err := s.checkLocks(ctx, key); err != nil {
+		return err
+	}
+	hash := s.dummyHash
+	if user != nil {
+		hash = user.PasswordHash
+	}
+	ok, err := s.check(hash, password)
+	if err != nil {
+		return err
+	}
+	if ok && user != nil && len(password) <= 1024 {
+		return nil
+	}
+	n, err := s.recordFailure(ctx, key)
+	if err != nil {
+		return err
+	}
+	// A name that is no account is not logged: it is sometimes a
+	// password typed into the wrong field.
+	attrs := []any{"client", key.address.String(), "failures", n.NameFailures, "address_failures", n.AddressFailures}
+	if user != nil {
+		attrs = append(attrs, "username", user.Username)
+	}
+	s.logger.Warn("failed sign-in", attrs...)
+	return ErrBadCredentials
+}
+
+// takeSlot takes a hashing slot, waiting at most hashWait.
+func (s *Service) takeSlot(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	wait := time.NewTimer(hashWait)
+	defer wait.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	case <-wait.C:
+		return ErrBusy
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // recordFailure counts a failed sign-in of key and, now and then, has

@@ -253,3 +253,25 @@ func TestStaleFailuresAreForgotten(t *testing.T) {
 		t.Fatalf("sweep after a day: %d, %v; want the 3 (name, address) counts", n, err)
 	}
 }
+
+func TestConcurrentGuessesStopAtTheLock(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	var hashes atomic.Int32
+	auth.SetPasswordCheck(s, func(hash, password string) (bool, error) {
+		hashes.Add(1)
+		time.Sleep(5 * time.Millisecond)
+		return false, nil
+	})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { _, _, _ = s.SignIn(context.Background(), home, "admin", "guess") })
+	}
+	wg.Wait()
+	// The first slot-full may all pass the check before any failure is
+	// counted; after the fifth failure nothing else gets a guess.
+	if most := int32(4 + auth.HashSlots(s)); hashes.Load() > most {
+		t.Fatalf("50 concurrent guesses of one name from one address: %d were checked, want at most %d", hashes.Load(), most)
+	}
+	t.Logf("%d of 50 concurrent guesses were checked", hashes.Load())
+}
