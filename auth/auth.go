@@ -1,6 +1,7 @@
 // Package auth signs people in to the dashboard: users with argon2id
-// password hashes, failed sign-ins throttled per account, and sessions
-// whose tokens are stored only as hashes.
+// password hashes (a bounded number at a time), failed sign-ins throttled
+// per (name, client address) and per address, and sessions whose tokens
+// are stored only as hashes.
 package auth
 
 import (
@@ -11,8 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
+	"net/netip"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,14 +35,6 @@ var (
 	ErrNoSession = errors.New("no such session")
 )
 
-// ThrottledError means the account is locked for a while after repeated
-// failures.
-type ThrottledError struct{ RetryAfter time.Duration }
-
-func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("too many failed sign-ins: try again in %s", e.RetryAfter.Round(time.Second))
-}
-
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
 
 // Session is a signed-in user's session.
@@ -58,6 +52,14 @@ type Service struct {
 	// dummyHash is checked for unknown users, so that an answer's timing
 	// does not tell whether a username exists.
 	dummyHash string
+	// slots holds one token per password hash in progress.
+	slots chan struct{}
+	// check is checkPassword; tests wrap it to watch the hashes.
+	check func(hash, password string) (bool, error)
+	// now is the throttle's clock; nil uses the database's.
+	now func() time.Time
+	// lastSweep is when stale failures were last deleted (UnixNano).
+	lastSweep atomic.Int64
 }
 
 // New returns a Service on pool's database.
@@ -66,7 +68,10 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Service {
 		logger = slog.Default()
 	}
 	dummy, _ := HashPassword(RandomPassword())
-	return &Service{q: db.New(pool), logger: logger, dummyHash: dummy}
+	return &Service{
+		q: db.New(pool), logger: logger, dummyHash: dummy,
+		slots: make(chan struct{}, hashSlots()), check: checkPassword,
+	}
 }
 
 // Bootstrap makes sure someone can sign in: with password set (from
@@ -103,52 +108,58 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 	if err := s.q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash}); err != nil {
 		return fmt.Errorf("setting password: %w", err)
 	}
+	// A new password lifts the name's locks, at every address.
+	if err := s.q.LoginFailureClearName(ctx, nameHash(username)); err != nil {
+		return fmt.Errorf("lifting sign-in locks: %w", err)
+	}
 	return nil
 }
 
-// SignIn checks a username and password and opens a new session; it
-// returns the session's token for the cookie. Failures are throttled per
-// account: from the fifth in a row, the account locks for 2^(n-5) s, at
-// most 15 minutes.
-func (s *Service) SignIn(ctx context.Context, username, password string) (string, Session, error) {
-	if !usernamePattern.MatchString(username) || len(password) > 1024 {
-		_, _ = checkPassword(s.dummyHash, password)
-		return "", Session{}, ErrBadCredentials
-	}
-	u, err := s.q.UserByName(ctx, username)
-	if errors.Is(err, pgx.ErrNoRows) {
-		_, _ = checkPassword(s.dummyHash, password)
-		return "", Session{}, ErrBadCredentials
-	}
-	if err != nil {
-		return "", Session{}, fmt.Errorf("reading user: %w", err)
-	}
-	if u.Locked {
-		return "", Session{}, &ThrottledError{RetryAfter: time.Duration(math.Ceil(u.LockedForS)) * time.Second}
-	}
-	ok, err := checkPassword(u.PasswordHash, password)
-	if err != nil {
+// SignIn checks a username and password from client's address and opens
+// a new session; it returns the session's token for the cookie.
+//
+// Names that are no account go through the very same steps as those that
+// are (a lock check, a hash against a dummy, a counted failure), so the
+// answer and its timing do not tell them apart. Failures are counted per
+// (name as typed, client address): from the fifth in a row, that name is
+// refused from that address for 2^(n-5) s, at most 15 minutes, and
+// nobody elsewhere is locked out by them. An address with 100 failures in
+// 15 minutes, whatever the names, is refused until those 15 minutes end.
+// At most 2 × CPUs hashes run at once; beyond that a sign-in waits a
+// moment, then gets ErrBusy. A lock is checked before the hash waits for
+// its slot and again once it has it.
+func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, password string) (string, Session, error) {
+	key := newThrottleKey(client, username)
+	if err := s.checkLocks(ctx, key); err != nil {
 		return "", Session{}, err
 	}
-	if !ok {
-		n, err := s.q.UserLoginFailed(ctx, u.ID)
-		if err != nil {
-			return "", Session{}, fmt.Errorf("counting failed sign-in: %w", err)
+	var user *db.UserByNameRow
+	if usernamePattern.MatchString(username) {
+		u, err := s.q.UserByName(ctx, username)
+		switch {
+		case err == nil:
+			user = &u
+		case !errors.Is(err, pgx.ErrNoRows):
+			return "", Session{}, fmt.Errorf("reading user: %w", err)
 		}
-		s.logger.Warn("failed sign-in", "username", username, "failures", n)
-		return "", Session{}, ErrBadCredentials
 	}
-	if err := s.q.UserLoginSucceeded(ctx, u.ID); err != nil {
+	if err := s.verify(ctx, key, user, password); err != nil {
+		return "", Session{}, err
+	}
+	if err := s.q.LoginFailureClear(ctx, db.LoginFailureClearParams{NameHash: key.name, Address: key.address}); err != nil {
+		return "", Session{}, fmt.Errorf("clearing failed sign-ins: %w", err)
+	}
+	if err := s.q.UserLoginSucceeded(ctx, user.ID); err != nil {
 		return "", Session{}, fmt.Errorf("recording sign-in: %w", err)
 	}
 	token, csrf := randomToken(), randomToken()
-	err = s.q.SessionCreate(ctx, db.SessionCreateParams{
-		TokenHash: hashToken(token), UserID: u.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
+	err := s.q.SessionCreate(ctx, db.SessionCreateParams{
+		TokenHash: hashToken(token), UserID: user.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
 	})
 	if err != nil {
 		return "", Session{}, fmt.Errorf("creating session: %w", err)
 	}
-	return token, Session{UserID: u.ID, Username: u.Username, CSRFToken: csrf}, nil
+	return token, Session{UserID: user.ID, Username: user.Username, CSRFToken: csrf}, nil
 }
 
 // Session returns the live session of token, renewing its expiry.

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -22,6 +23,8 @@ func TestPasswordHashIsArgon2idAndSalted(t *testing.T) {
 	}
 }
 
+var home = netip.MustParseAddr("192.0.2.1")
+
 func TestSignInSessionsAndThrottling(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -29,13 +32,13 @@ func TestSignInSessionsAndThrottling(t *testing.T) {
 	if err := s.Bootstrap(ctx, ""); err != nil { // no users: a random password
 		t.Fatal(err)
 	}
-	if _, _, err := s.SignIn(ctx, "admin", "guess-guess"); !errors.Is(err, auth.ErrBadCredentials) {
+	if _, _, err := s.SignIn(ctx, home, "admin", "guess-guess"); !errors.Is(err, auth.ErrBadCredentials) {
 		t.Fatalf("random admin password guessed: %v", err)
 	}
 	if err := s.Bootstrap(ctx, "chosen-password"); err != nil {
 		t.Fatal(err)
 	}
-	token, sess, err := s.SignIn(ctx, "admin", "chosen-password")
+	token, sess, err := s.SignIn(ctx, home, "admin", "chosen-password")
 	if err != nil || sess.Username != "admin" || sess.CSRFToken == "" {
 		t.Fatalf("sign-in: %v %+v", err, sess)
 	}
@@ -53,19 +56,19 @@ func TestSignInSessionsAndThrottling(t *testing.T) {
 		t.Fatalf("after sign-out: %v", err)
 	}
 	for i := range 5 {
-		if _, _, err := s.SignIn(ctx, "admin", "wrong"); !errors.Is(err, auth.ErrBadCredentials) {
+		if _, _, err := s.SignIn(ctx, home, "admin", "wrong"); !errors.Is(err, auth.ErrBadCredentials) {
 			t.Fatalf("failure %d: %v", i+1, err)
 		}
 	}
 	var throttled *auth.ThrottledError
-	if _, _, err := s.SignIn(ctx, "admin", "chosen-password"); !errors.As(err, &throttled) || throttled.RetryAfter <= 0 {
+	if _, _, err := s.SignIn(ctx, home, "admin", "chosen-password"); !errors.As(err, &throttled) || throttled.RetryAfter <= 0 {
 		t.Fatalf("sixth try with the right password: %v, want throttled", err)
 	}
 	// Setting the password (LEASEHOLD_ADMIN_PASSWORD at start) lifts the lock.
 	if err := s.Bootstrap(ctx, "chosen-password"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.SignIn(ctx, "admin", "chosen-password"); err != nil {
+	if _, _, err := s.SignIn(ctx, home, "admin", "chosen-password"); err != nil {
 		t.Fatalf("after reset: %v", err)
 	}
 	if err := s.SetPassword(ctx, "admin", "short"); err == nil {

@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -224,6 +225,21 @@ type JobTimeline struct {
 	ID      int64
 }
 
+type LoginAddressFailure struct {
+	Address     netip.Prefix
+	WindowStart time.Time
+	Failures    int32
+	LockedUntil *time.Time
+}
+
+type LoginFailure struct {
+	NameHash     []byte
+	Address      netip.Prefix
+	Failures     int32
+	LockedUntil  *time.Time
+	LastFailedAt time.Time
+}
+
 type Session struct {
 	TokenHash  []byte
 	UserID     int64
@@ -237,8 +253,6 @@ type User struct {
 	ID           int64
 	Username     string
 	PasswordHash string
-	FailedLogins int32
-	LockedUntil  *time.Time
 	CreatedAt    time.Time
 	LastLoginAt  *time.Time
 }

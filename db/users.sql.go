@@ -7,42 +7,22 @@ package db
 
 import (
 	"context"
-	"time"
 )
 
 const userByName = `-- name: UserByName :one
-SELECT u.id, u.username, u.password_hash, u.failed_logins, u.locked_until, u.created_at, u.last_login_at, (u.locked_until IS NOT NULL AND u.locked_until > now())::boolean AS locked,
-       COALESCE(EXTRACT(EPOCH FROM u.locked_until - now()), 0)::float8 AS locked_for_s
-FROM users u WHERE u.username = $1
+SELECT u.id, u.username, u.password_hash FROM users u WHERE u.username = $1
 `
 
 type UserByNameRow struct {
 	ID           int64
 	Username     string
 	PasswordHash string
-	FailedLogins int32
-	LockedUntil  *time.Time
-	CreatedAt    time.Time
-	LastLoginAt  *time.Time
-	Locked       bool
-	LockedForS   float64
 }
 
-// Also whether the account is locked now, by the database clock.
 func (q *Queries) UserByName(ctx context.Context, username string) (UserByNameRow, error) {
 	row := q.db.QueryRow(ctx, userByName, username)
 	var i UserByNameRow
-	err := row.Scan(
-		&i.ID,
-		&i.Username,
-		&i.PasswordHash,
-		&i.FailedLogins,
-		&i.LockedUntil,
-		&i.CreatedAt,
-		&i.LastLoginAt,
-		&i.Locked,
-		&i.LockedForS,
-	)
+	err := row.Scan(&i.ID, &i.Username, &i.PasswordHash)
 	return i, err
 }
 
@@ -57,26 +37,8 @@ func (q *Queries) UserCount(ctx context.Context) (int64, error) {
 	return count, err
 }
 
-const userLoginFailed = `-- name: UserLoginFailed :one
-UPDATE users
-SET failed_logins = failed_logins + 1,
-    locked_until = CASE WHEN failed_logins + 1 >= 5
-                        THEN now() + LEAST(900, power(2, failed_logins + 1 - 5)) * interval '1 second' END
-WHERE id = $1
-RETURNING failed_logins
-`
-
-// Counts a failed sign-in; from the fifth on, the account is locked for
-// 2^(n-5) seconds, at most 15 minutes.
-func (q *Queries) UserLoginFailed(ctx context.Context, id int64) (int32, error) {
-	row := q.db.QueryRow(ctx, userLoginFailed, id)
-	var failed_logins int32
-	err := row.Scan(&failed_logins)
-	return failed_logins, err
-}
-
 const userLoginSucceeded = `-- name: UserLoginSucceeded :exec
-UPDATE users SET failed_logins = 0, locked_until = NULL, last_login_at = now() WHERE id = $1
+UPDATE users SET last_login_at = now() WHERE id = $1
 `
 
 func (q *Queries) UserLoginSucceeded(ctx context.Context, id int64) error {
@@ -86,7 +48,7 @@ func (q *Queries) UserLoginSucceeded(ctx context.Context, id int64) error {
 
 const userUpsertPassword = `-- name: UserUpsertPassword :exec
 INSERT INTO users (username, password_hash) VALUES ($1, $2)
-ON CONFLICT (username) DO UPDATE SET password_hash = EXCLUDED.password_hash, failed_logins = 0, locked_until = NULL
+ON CONFLICT (username) DO UPDATE SET password_hash = EXCLUDED.password_hash
 `
 
 type UserUpsertPasswordParams struct {
@@ -94,8 +56,7 @@ type UserUpsertPasswordParams struct {
 	PasswordHash string
 }
 
-// Sets a user's password (the LEASEHOLD_ADMIN_PASSWORD bootstrap), and
-// lifts any lock.
+// Sets a user's password (the LEASEHOLD_ADMIN_PASSWORD bootstrap).
 func (q *Queries) UserUpsertPassword(ctx context.Context, arg UserUpsertPasswordParams) error {
 	_, err := q.db.Exec(ctx, userUpsertPassword, arg.Username, arg.PasswordHash)
 	return err

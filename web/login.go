@@ -2,7 +2,10 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -31,12 +34,20 @@ func (s *server) login(c echo.Context) error {
 	username, password := c.FormValue("username"), c.FormValue("password")
 	next := localPath(c.FormValue("next"))
 	view := templates.LoginView{CSS: static.URL("app.css"), Next: next, Username: username}
-	token, _, err := s.auth.SignIn(c.Request().Context(), username, password)
+	token, _, err := s.auth.SignIn(c.Request().Context(), clientAddr(c), username, password)
 	var throttled *auth.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
-		view.Error = "Too many failed sign-ins for this account. " + throttled.Error()[len("too many failed sign-ins: "):] + "."
+		// The same words for a name that is an account and one that is
+		// not, and whether the name or the address is locked.
+		secs := int(throttled.RetryAfter / time.Second)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+		view.Error = fmt.Sprintf("Too many failed sign-ins. Try again in %s.", throttled.RetryAfter)
 		return render(c, http.StatusTooManyRequests, templates.Login(view))
+	case errors.Is(err, auth.ErrBusy):
+		c.Response().Header().Set("Retry-After", "1")
+		view.Error = "The server is busy signing others in. Try again in a second."
+		return render(c, http.StatusServiceUnavailable, templates.Login(view))
 	case errors.Is(err, auth.ErrBadCredentials):
 		view.Error, view.Invalid = "Wrong username or password.", true
 		return render(c, http.StatusUnauthorized, templates.Login(view))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -47,7 +48,7 @@ func BenchmarkPagesAtScale(b *testing.B) {
 	if err := signIn.SetPassword(ctx, "bench", "bench-password"); err != nil {
 		b.Fatal(err)
 	}
-	session, _, err := signIn.SignIn(ctx, "bench", "bench-password")
+	session, _, err := signIn.SignIn(ctx, netip.MustParseAddr("127.0.0.1"), "bench", "bench-password")
 	if err != nil {
 		b.Fatal(err)
 	}

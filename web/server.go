@@ -6,6 +6,7 @@ package web
 import (
 	"cmp"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,9 @@ type Config struct {
 	// 10 min). Once a body is read the handler may take as long as it
 	// needs: long polls wait, answers are not bounded.
 	ReadTimeout, UploadReadTimeout time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (LEASEHOLD_TRUSTED_PROXIES); none: the TCP peer is.
+	TrustedProxies []netip.Prefix
 }
 
 // server holds the dependencies of every handler.
@@ -85,6 +89,7 @@ func New(cfg Config) *echo.Echo {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	// Used when the caller starts the server with e.Start: slow clients
 	// must not hold connections open forever.
 	e.Server.ReadHeaderTimeout = 10 * time.Second

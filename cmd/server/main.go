@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -69,6 +70,9 @@ func serve(args []string) error {
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 	)
+	var trustedProxies []netip.Prefix
+	fs.Func("trusted-proxies", "comma-separated IPs or CIDR ranges of reverse proxies whose X-Forwarded-For names the client (default: none)",
+		func(v string) (err error) { trustedProxies, err = web.ParseTrustedProxies(v); return err })
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -117,7 +121,7 @@ func serve(args []string) error {
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store, Auth: signIn,
+		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies,
 	})
 	srv := &http.Server{
 		Handler:           handler,
