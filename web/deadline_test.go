@@ -28,7 +28,7 @@ func TestStalledBodyIsCut(t *testing.T) {
 		name, head string
 		status     int // 0: any answer, or none, as long as the connection ends
 	}{
-		{"SignIn", "POST /login HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n", 0},
+		{"SignIn", "POST /login HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n", http.StatusRequestTimeout},
 		{"SubmitJob", "POST /api/v1/jobs HTTP/1.1\r\nContent-Type: application/json\r\nAuthorization: Bearer " + f.admin + "\r\n", http.StatusRequestTimeout},
 		{"Claim", "POST /api/v1/worker/claim HTTP/1.1\r\nContent-Type: application/json\r\nAuthorization: Bearer " + f.worker + "\r\n", http.StatusRequestTimeout},
 	} {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -31,6 +32,19 @@ func (s *server) login(c echo.Context) error {
 		return &apiError{Status: http.StatusForbidden, Message: "cross-site request refused"}
 	}
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, pageBodyLimit)
+	// A form that did not arrive whole (too large, or stalled past the
+	// read deadline) is answered before any password is hashed.
+	if err := c.Request().ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Message: "the sign-in form is too large"}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return &apiError{Status: http.StatusRequestTimeout, Message: "the sign-in form did not arrive in time"}
+		default:
+			return badRequest("", "reading the sign-in form: %v", err)
+		}
+	}
 	username, password := c.FormValue("username"), c.FormValue("password")
 	next := localPath(c.FormValue("next"))
 	view := templates.LoginView{CSS: static.URL("app.css"), Next: next, Username: username}
