@@ -53,23 +53,6 @@ func (q *Queries) TokenCreate(ctx context.Context, arg TokenCreateParams) (ApiTo
 	return i, err
 }
 
-const tokenEnsure = `-- name: TokenEnsure :exec
-INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)
-ON CONFLICT (token_hash) DO UPDATE SET revoked_at = NULL, role = EXCLUDED.role
-`
-
-type TokenEnsureParams struct {
-	Name      string
-	Role      string
-	TokenHash []byte
-}
-
-// Registers a token given in the environment; a no-op when it exists.
-func (q *Queries) TokenEnsure(ctx context.Context, arg TokenEnsureParams) error {
-	_, err := q.db.Exec(ctx, tokenEnsure, arg.Name, arg.Role, arg.TokenHash)
-	return err
-}
-
 const tokenList = `-- name: TokenList :many
 SELECT id, name, role, token_hash, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY created_at, id
 `

@@ -1,11 +1,6 @@
 -- name: TokenCreate :one
 INSERT INTO api_tokens (name, role, token_hash) VALUES (@name, @role, @token_hash) RETURNING *;
 
--- name: TokenEnsure :exec
--- Registers a token given in the environment; a no-op when it exists.
-INSERT INTO api_tokens (name, role, token_hash) VALUES (@name, @role, @token_hash)
-ON CONFLICT (token_hash) DO UPDATE SET revoked_at = NULL, role = EXCLUDED.role;
-
 -- name: TokenByHash :one
 SELECT * FROM api_tokens WHERE token_hash = @token_hash AND revoked_at IS NULL;
 

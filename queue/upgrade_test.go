@@ -142,4 +142,3 @@ func assertCountsExact(t *testing.T, f *fixture) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/queue"
@@ -70,7 +69,6 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 		ve       *queue.ValidationError
 		he       *echo.HTTPError
 		tooLarge *http.MaxBytesError
-		pgErr    *pgconn.PgError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -92,12 +90,6 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 			msg = strings.ToLower(msg)
 		}
 		return he.Code, errorBody{Error: msg}
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
-		// A data exception can only come from a value the client sent
-		// (ours are typed); checks above this layer missed it, but it is
-		// still the client's input.
-		s.logger.Warn("database refused client input", "err", err)
-		return http.StatusBadRequest, errorBody{Error: "rejected by the database: " + pgErr.Message}
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		return 499, errorBody{Error: "client closed request"}

@@ -1,0 +1,139 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// Insert submits one job. When its idempotency key is already taken by the
+// same job, it returns that job with existed=true; by a different job,
+// ErrIdempotencyConflict.
+func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, err error) {
+	if err := nj.Normalize(); err != nil {
+		return Job{}, false, err
+	}
+	row, err := c.q.JobInsert(ctx, db.JobInsertParams{
+		Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,
+		App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
+		TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
+		BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// ON CONFLICT DO NOTHING waited for the other insert to commit,
+		// so this statement sees the job that holds the key.
+		existing, err := c.q.JobGetByIdempotencyKeys(ctx, []string{*nj.IdempotencyKey})
+		if err != nil || len(existing) == 0 {
+			return Job{}, false, fmt.Errorf("reading job by idempotency key: %w", errors.Join(err, ErrNotFound))
+		}
+		j := toJob(existing[0])
+		if !sameJob(j, nj) {
+			return j, true, ErrIdempotencyConflict
+		}
+		return j, true, nil
+	}
+	if err != nil {
+		return Job{}, false, fmt.Errorf("inserting job: %w", inputRefused(err, ""))
+	}
+	job = toJob(row)
+	c.notifyJobs(ctx, []string{job.Queue})
+	return job, false, nil
+}
+
+type batchJob struct {
+	Kind           string          `json:"kind"`
+	Queue          string          `json:"queue"`
+	Priority       int32           `json:"priority"`
+	Payload        json.RawMessage `json:"payload"`
+	App            *string         `json:"app"`
+	Device         *string         `json:"device"`
+	MaxAttempts    int32           `json:"max_attempts"`
+	RunAt          *time.Time      `json:"run_at"`
+	TimeoutMs      *int32          `json:"timeout_ms"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	BackoffBaseMs  int32           `json:"backoff_base_ms"`
+	BackoffMaxMs   int32           `json:"backoff_max_ms"`
+}
+
+// InsertMany submits up to MaxBatch jobs in one statement: all of them or,
+// when one is invalid or conflicts with an idempotency key, none. Jobs whose
+// key names an identical existing job come back as that job.
+func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
+	if len(njs) == 0 || len(njs) > MaxBatch {
+		return nil, invalid("jobs", "must hold 1 to %d jobs", MaxBatch)
+	}
+	batch := make([]batchJob, len(njs))
+	var keys []string
+	queues := map[string]bool{}
+	for i := range njs {
+		nj := &njs[i]
+		if err := nj.Normalize(); err != nil {
+			var ve *ValidationError
+			errors.As(err, &ve)
+			return nil, invalid(fmt.Sprintf("jobs[%d].%s", i, ve.Field), "%s", ve.Message)
+		}
+		batch[i] = batchJob{
+			Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,
+			App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
+			TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
+			BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs,
+		}
+		if nj.IdempotencyKey != nil {
+			keys = append(keys, *nj.IdempotencyKey)
+		}
+		queues[nj.Queue] = true
+	}
+	encoded, err := json.Marshal(batch)
+	if err != nil {
+		return nil, fmt.Errorf("encoding batch: %w", err)
+	}
+	var jobs []Job
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		q := c.q.WithTx(tx)
+		rows, err := q.JobInsertMany(ctx, encoded)
+		if err != nil {
+			return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
+		}
+		inserted := toJobs(rows)
+		if len(inserted) == len(njs) {
+			jobs = inserted
+			return nil
+		}
+		existing, err := q.JobGetByIdempotencyKeys(ctx, keys)
+		if err != nil {
+			return fmt.Errorf("reading jobs by idempotency key: %w", err)
+		}
+		byKey := map[string]Job{}
+		for _, r := range existing {
+			byKey[*r.IdempotencyKey] = toJob(r)
+		}
+		// Rows come back in input order; match them up again by key.
+		jobs = make([]Job, 0, len(njs))
+		next := 0
+		for i, nj := range njs {
+			if next < len(inserted) && (nj.IdempotencyKey == nil ||
+				(inserted[next].IdempotencyKey != nil && *inserted[next].IdempotencyKey == *nj.IdempotencyKey)) {
+				jobs = append(jobs, inserted[next])
+				next++
+				continue
+			}
+			j, ok := byKey[*nj.IdempotencyKey]
+			if !ok || !sameJob(j, nj) {
+				return fmt.Errorf("jobs[%d]: %w", i, ErrIdempotencyConflict)
+			}
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.notifyJobs(ctx, mapKeys(queues))
+	return jobs, nil
+}

@@ -1,0 +1,162 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// ClaimParams says who claims what.
+type ClaimParams struct {
+	WorkerID string
+	Queues   []string
+	// Devices are the worker's labels; jobs naming a device go only to a
+	// worker that has it.
+	Devices []string
+	Limit   int
+	Lease   time.Duration
+}
+
+// Claim takes up to p.Limit due jobs, each with a new attempt and fencing
+// token, the lease deadline set by the database clock.
+func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	lease := min(max(p.Lease, MinLease), MaxLease)
+	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
+		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),
+		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming jobs: %w", err)
+	}
+	return toJobs(rows), nil
+}
+
+// HeartbeatResult is what a renewed lease tells its worker.
+type HeartbeatResult struct {
+	LeaseUntil      time.Time `json:"lease_until"`
+	CancelRequested bool      `json:"cancel_requested"`
+	// Remaining is how long the lease has left by the database clock.
+	Remaining time.Duration `json:"-"`
+}
+
+// Heartbeat extends l's lease. ErrLeaseLost means the worker must stop the
+// job now: the token is stale, the job no longer runs, or the deadline
+// passed.
+func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error) {
+	row, err := c.q.JobHeartbeat(ctx, db.JobHeartbeatParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return HeartbeatResult{}, c.refused(ctx, "heartbeat", l)
+	}
+	if err != nil {
+		return HeartbeatResult{}, fmt.Errorf("renewing lease: %w", err)
+	}
+	return HeartbeatResult{
+		LeaseUntil: *row.LeaseUntil, CancelRequested: row.CancelRequested,
+		Remaining: time.Duration(row.RemainingMs * float64(time.Millisecond)),
+	}, nil
+}
+
+// Complete ends l's attempt as succeeded with result.
+func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) (Job, error) {
+	jobs, errs, err := c.completeMany(ctx, []Completion{{Lease: l, Result: result}})
+	if err != nil {
+		return Job{}, err
+	}
+	return jobs[0], errs[0]
+}
+
+// Fail ends l's attempt as failed. A retryable failure is retried after
+// its backoff while counted attempts remain; otherwise the job goes dead.
+func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) (Job, error) {
+	msg = cleanText(msg, maxMessageBytes)
+	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Error: &msg, Retryable: retryable})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, c.refused(ctx, "fail", l)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("failing job: %w", err)
+	}
+	job := toJob(row)
+	if job.State == StatePending {
+		if job.BackoffBaseMs == 0 {
+			c.notifyJobs(ctx, []string{job.Queue}) // due now
+		} else {
+			c.wakeReaper(ctx) // it announces the retry when it is due
+		}
+	}
+	return job, nil
+}
+
+// Release gives l's job back without counting the attempt (graceful
+// shutdown): it is due again at once.
+func (c *Client) Release(ctx context.Context, l Lease) (Job, error) {
+	return c.stop(ctx, l, db.AttemptOutcomeReleased)
+}
+
+// AckCancel ends l's attempt as cancelled after the worker stopped it on
+// a cancel request.
+func (c *Client) AckCancel(ctx context.Context, l Lease) (Job, error) {
+	return c.stop(ctx, l, db.AttemptOutcomeCancelled)
+}
+
+func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (Job, error) {
+	row, err := c.q.JobStop(ctx, db.JobStopParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Outcome: outcome})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, c.refused(ctx, string(outcome), l)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("stopping job: %w", err)
+	}
+	job := toJob(row)
+	if job.State == StatePending {
+		c.notifyJobs(ctx, []string{job.Queue})
+	}
+	return job, nil
+}
+
+// Progress records an executor's progress on l's job.
+func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
+	event := map[string]any{"message": cleanText(message, maxMessageBytes)}
+	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
+		event["progress"] = fraction
+	}
+	detail, err := json.Marshal(event)
+	if err != nil {
+		return fmt.Errorf("encoding progress: %w", err)
+	}
+	_, err = c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.refused(ctx, "progress", l)
+	}
+	if err != nil {
+		return fmt.Errorf("recording progress: %w", err)
+	}
+	return nil
+}
+
+// refused records a refused write on the job's timeline and returns
+// ErrLeaseLost, or ErrNotFound when there is no such job.
+func (c *Client) refused(ctx context.Context, op string, l Lease) error {
+	found, err := c.q.EventStaleWrite(ctx, db.EventStaleWriteParams{
+		JobID: l.JobID, LeaseToken: l.Token, Op: op, WorkerID: l.WorkerID,
+	})
+	if err != nil {
+		c.logger.Warn("recording refused write", "job_id", l.JobID, "token", l.Token, "err", err)
+		return ErrLeaseLost
+	}
+	if !found {
+		return ErrNotFound
+	}
+	c.logger.Info("refused stale write", "op", op, "job_id", l.JobID, "token", l.Token, "worker", l.WorkerID)
+	return ErrLeaseLost
+}
