@@ -75,7 +75,7 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	}
 	defer stopProcess(worker, workerExited)
 
-	commits, err := b.idleWindow(ctx, idleDB, window)
+	commits, err := b.idleWindow(ctx, idleDB, url, window)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (b *bench) idleRiver(ctx context.Context, window time.Duration) error {
 		return err
 	}
 	defer func() { _ = client.Stop(context.Background()) }()
-	commits, err := b.idleWindow(ctx, riverDB, window)
+	commits, err := b.idleWindow(ctx, riverDB, url, window)
 	if err != nil {
 		return err
 	}
@@ -136,8 +136,13 @@ func (b *bench) idleRiver(ctx context.Context, window time.Duration) error {
 // idleWindow counts the commits in name during window, after the warm-up.
 // Idle backends flush their statistics within about a second, so both
 // readings lag by at most that much.
-func (b *bench) idleWindow(ctx context.Context, name string, window time.Duration) (int64, error) {
+func (b *bench) idleWindow(ctx context.Context, name, url string, window time.Duration) (int64, error) {
 	time.Sleep(idleWarmup)
+	if b.statements {
+		if err := resetStatements(ctx, url); err != nil {
+			return 0, err
+		}
+	}
 	before, err := b.admin.read(ctx, name)
 	if err != nil {
 		return 0, err
@@ -150,6 +155,11 @@ func (b *bench) idleWindow(ctx context.Context, name string, window time.Duratio
 	after, err := b.admin.read(ctx, name)
 	if err != nil {
 		return 0, err
+	}
+	if b.statements {
+		if err := b.admin.statementReport(ctx, url, window.Seconds(), "second"); err != nil {
+			return 0, err
+		}
 	}
 	return after.commits - before.commits, nil
 }

@@ -29,8 +29,12 @@ import (
 	"time"
 )
 
-// pollEvery is how often the Leasehold drain reads the counters.
-const pollEvery = 5 * time.Millisecond
+// The Leasehold drain reads the counters at most every maxPollWait, and
+// every pollEvery near the end.
+const (
+	pollEvery   = 5 * time.Millisecond
+	maxPollWait = 500 * time.Millisecond
+)
 
 type bench struct {
 	admin      *admin
@@ -44,6 +48,9 @@ type result struct {
 	elapsed time.Duration
 	work    dbStat
 	polls   int64
+	// clientCPU is the consumer's CPU time: the worker process, or this
+	// process for River.
+	clientCPU time.Duration
 }
 
 func (r result) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
@@ -66,6 +73,7 @@ func run() error {
 		dbURL      = flag.String("database-url", cmp.Or(os.Getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"), "PostgreSQL to run on (its database is only used to create and drop the benchmark's own)")
 		repo       = flag.String("repo", "..", "Leasehold working tree whose cmd/worker and cmd/server are built")
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
+		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
 	)
 	flag.Parse()
@@ -99,6 +107,9 @@ func run() error {
 	}
 	b := &bench{admin: a, tmp: tmp, statements: *statements}
 	defer func() {
+		if *keep {
+			return
+		}
 		for _, name := range []string{leaseholdDB, riverDB, idleDB} {
 			_ = a.dropDatabase(context.Background(), name)
 		}
@@ -124,11 +135,23 @@ func run() error {
 			fmt.Printf("run %d %-9s %8.0f jobs/s  %6.2f row writes  %7.1f buffer touches  %6.3f commits  %7.0f WAL bytes per job  (%.2fs%s)\n",
 				i+1, r.system, r.rate(), r.per(r.work.writes), r.per(r.work.touches), r.per(r.work.commits),
 				r.per(r.work.walBytes), r.elapsed.Seconds(), pollNote(r))
+			fmt.Printf("      CPU per 1000 jobs: consumer %.0f ms%s; WAL %s\n", r.perK(r.clientCPU), pgCPUNote(r), r.work.lsn)
 			byName[r.system] = append(byName[r.system], r)
 		}
 	}
 	printTable(*n, *runs, byName["Leasehold"], byName["River"])
 	return nil
+}
+
+func (r result) perK(d time.Duration) float64 {
+	return float64(d.Milliseconds()) * 1000 / float64(r.jobs)
+}
+
+func pgCPUNote(r result) string {
+	if r.work.pgCPU <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", PostgreSQL (whole cluster) %.0f ms", r.perK(r.work.pgCPU))
 }
 
 func pollNote(r result) string {

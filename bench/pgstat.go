@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,10 +65,16 @@ type dbStat struct {
 	writes   int64 // tup_inserted + tup_updated + tup_deleted
 	touches  int64 // blks_hit + blks_read
 	walBytes int64 // pg_current_wal_lsn() - 0/0
+	lsn      string
+	// pgCPU is the CPU time of the PostgreSQL server and every backend it
+	// reaped, when this program can read its process (the server runs on
+	// this machine, as this user or root); it covers the whole cluster.
+	pgCPU time.Duration
 }
 
 func (s dbStat) sub(o dbStat) dbStat {
-	return dbStat{s.commits - o.commits, s.writes - o.writes, s.touches - o.touches, s.walBytes - o.walBytes}
+	return dbStat{commits: s.commits - o.commits, writes: s.writes - o.writes, touches: s.touches - o.touches,
+		walBytes: s.walBytes - o.walBytes, lsn: o.lsn + ".." + s.lsn, pgCPU: s.pgCPU - o.pgCPU}
 }
 
 // settle waits until no backend is connected to name any more: a backend
@@ -100,11 +110,12 @@ func (a *admin) read(ctx context.Context, name string) (dbStat, error) {
 	var s dbStat
 	err := a.conn.QueryRow(ctx, `
 		SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, blks_hit + blks_read,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint
-		FROM pg_stat_database WHERE datname = $1`, name).Scan(&s.commits, &s.writes, &s.touches, &s.walBytes)
+		       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, pg_current_wal_lsn()::text
+		FROM pg_stat_database WHERE datname = $1`, name).Scan(&s.commits, &s.writes, &s.touches, &s.walBytes, &s.lsn)
 	if err != nil {
 		return dbStat{}, fmt.Errorf("reading pg_stat_database: %w", err)
 	}
+	s.pgCPU = a.serverCPU(ctx)
 	return s, nil
 }
 
@@ -131,6 +142,17 @@ func prepare(ctx context.Context, dbURL string, statements bool) error {
 	if !statements {
 		return nil
 	}
+	return resetStatements(ctx, dbURL)
+}
+
+// resetStatements installs pg_stat_statements in the database at dbURL
+// and forgets every statement seen so far.
+func resetStatements(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		return fmt.Errorf("installing pg_stat_statements (needs shared_preload_libraries): %w", err)
 	}
@@ -144,7 +166,7 @@ func prepare(ctx context.Context, dbURL string, statements bool) error {
 // heaviest first by buffer touches. Nested statements (trigger bodies)
 // appear as well when pg_stat_statements.track = all; they are marked, and
 // their cost is also inside the top-level statement that fired them.
-func (a *admin) statementReport(ctx context.Context, dbURL string, jobs int) error {
+func (a *admin) statementReport(ctx context.Context, dbURL string, per float64, unit string) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
@@ -161,9 +183,11 @@ func (a *admin) statementReport(ctx context.Context, dbURL string, jobs int) err
 		return fmt.Errorf("reading pg_stat_statements: %w", err)
 	}
 	defer rows.Close()
-	n := float64(jobs)
-	fmt.Printf("\nper statement, per job (%d jobs); * = nested (inside a trigger or function)\n", jobs)
-	fmt.Printf("%-2s %8s %8s %9s %9s %9s %9s %9s  %s\n", "", "calls", "rows", "rows/call", "touches/j", "WAL B/j", "WALrec/j", "µs/j", "statement")
+	n := per
+	fmt.Printf("\nper statement, per %s (%.0f); * = nested (inside a trigger or function)\n", unit, per)
+	u := unit[:1]
+	fmt.Printf("%-2s %8s %8s %9s %9s %9s %9s %9s  %s\n", "", "calls", "rows", "rows/call",
+		"touches/"+u, "WAL B/"+u, "WALrec/"+u, "µs/"+u, "statement")
 	for rows.Next() {
 		var (
 			top                        bool
@@ -195,3 +219,59 @@ func shorten(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// serverCPU is the user+system time of the postmaster's process tree:
+// its own, its live children's, and that of the children it reaped
+// (backends that exited). Zero when the server's process is not readable.
+func (a *admin) serverCPU(ctx context.Context) time.Duration {
+	var dataDir string
+	if err := a.conn.QueryRow(ctx, "SHOW data_directory").Scan(&dataDir); err != nil {
+		return 0
+	}
+	pidFile, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	if err != nil {
+		return 0
+	}
+	total := procCPU(pid, true)
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(children)) {
+		if cpid, err := strconv.Atoi(c); err == nil {
+			total += procCPU(cpid, false)
+		}
+	}
+	return total
+}
+
+// procCPU reads utime+stime (and, with reaped, cutime+cstime) of pid.
+func procCPU(pid int, reaped bool) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	ticks := int64(0)
+	fields := []int{11, 12} // utime, stime (fields 14, 15 of stat)
+	if reaped {
+		fields = append(fields, 13, 14) // cutime, cstime
+	}
+	for _, k := range fields {
+		v, _ := strconv.ParseInt(f[k], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, 100 on Linux.
+const clockTicks = 100

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,6 +116,7 @@ func (b *bench) runRiver(ctx context.Context, n int) (result, error) {
 	})
 	defer cancel()
 
+	cpuBefore := selfCPU()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return result{}, fmt.Errorf("starting river: %w", err)
@@ -134,13 +136,14 @@ func (b *bench) runRiver(ctx context.Context, n int) (result, error) {
 		return result{}, fmt.Errorf("stopping river: %w", err)
 	}
 	pool.Close()
+	cpu := selfCPU() - cpuBefore
 	after, err := b.admin.settledRead(ctx, riverDB)
 	if err != nil {
 		return result{}, err
 	}
-	r := result{system: "River", jobs: n, elapsed: elapsed, work: after.sub(before)}
+	r := result{system: "River", jobs: n, elapsed: elapsed, work: after.sub(before), clientCPU: cpu}
 	if b.statements {
-		if err := b.admin.statementReport(ctx, url, n); err != nil {
+		if err := b.admin.statementReport(ctx, url, float64(n), "job"); err != nil {
 			return result{}, err
 		}
 	}
@@ -165,4 +168,14 @@ func verifyRiver(ctx context.Context, url string, n int) error {
 		return fmt.Errorf("river: %d of %d jobs completed (expected %d)", completed, total, n)
 	}
 	return nil
+}
+
+// selfCPU is this process's user+system time: the River client's, since
+// it runs in here.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
