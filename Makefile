@@ -8,7 +8,7 @@ ADDR ?= $(or $(LEASEHOLD_ADDR),127.0.0.1:8080)
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
 export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
-.PHONY: run build test test-private check generate bench experiment clean
+.PHONY: run build test test-private check generate bench bench-river experiment clean
 
 build:
 	$(GO) build -o bin/ ./cmd/server ./cmd/worker
@@ -76,6 +76,13 @@ bench:
 	$(GO) test -run '^$$' -bench SubmitToRunning -benchtime 200x ./worker
 	$(GO) test -run '^$$' -bench Throughput -benchtime 4x ./worker
 	$(GO) test -run '^$$' -bench PagesAtScale -benchtime 100x -timeout 30m ./web
+	$(MAKE) bench-river
+
+# Leasehold against River on the same PostgreSQL ($DATABASE_URL, default
+# the one on 127.0.0.1:5432): the same no-op jobs drained by each, per-job
+# database work side by side. Its own module, so River stays out of go.mod.
+bench-river:
+	cd bench && GOWORK=off $(GO) run . -n 20000 -runs 3
 
 # The field report's experiment, printed as a table.
 experiment:

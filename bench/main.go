@@ -1,0 +1,211 @@
+// Command bench drains the same N no-op jobs through Leasehold and through
+// River on one PostgreSQL, in one run, and prints each one's throughput and
+// database work per job side by side.
+//
+// Each run creates a fresh database (leasehold_bench or river_bench),
+// inserts N jobs in bulk (not measured), vacuums, then starts the consumer
+// and measures until all N are done: Leasehold's worker process
+// (cmd/worker built from the working tree, --executor noop
+// --concurrency 200) from its start until the counters show N succeeded;
+// a River client (200 workers, FetchCooldown 1 ms) from client.Start until
+// N completion events. Work is the difference of pg_stat_database
+// (xact_commit, tup_inserted+tup_updated+tup_deleted, blks_hit+blks_read)
+// for that database, read after every consumer connection closed, and of
+// pg_current_wal_lsn() (cluster-wide: other databases' writes count too).
+//
+//	go run . -n 20000 -runs 3
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// The Leasehold drain reads the counters at most every maxPollWait, and
+// every pollEvery near the end.
+const (
+	pollEvery   = 5 * time.Millisecond
+	maxPollWait = 500 * time.Millisecond
+)
+
+type bench struct {
+	admin      *admin
+	tmp        string
+	statements bool
+}
+
+type result struct {
+	system  string
+	jobs    int
+	elapsed time.Duration
+	work    dbStat
+	polls   int64
+	// clientCPU is the consumer's CPU time: the worker process, or this
+	// process for River.
+	clientCPU time.Duration
+}
+
+func (r result) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
+func (r result) per(v int64) float64 {
+	return float64(v) / float64(r.jobs)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		n          = flag.Int("n", 20000, "jobs per drain")
+		runs       = flag.Int("runs", 3, "runs of each system, alternating; the table shows the median of each figure")
+		only       = flag.String("only", "", "run only leasehold or river")
+		dbURL      = flag.String("database-url", cmp.Or(os.Getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"), "PostgreSQL to run on (its database is only used to create and drop the benchmark's own)")
+		repo       = flag.String("repo", "..", "Leasehold working tree whose cmd/worker and cmd/server are built")
+		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
+		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
+		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+	)
+	flag.Parse()
+	if *only != "" && *only != "leasehold" && *only != "river" {
+		return fmt.Errorf("-only %q: want leasehold or river", *only)
+	}
+	if *n < 1 || *runs < 1 {
+		return fmt.Errorf("-n and -runs must be at least 1")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := connectAdmin(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer a.conn.Close(context.Background())
+	tmp, err := os.MkdirTemp("", "leasehold-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	repoDir, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	if *only != "river" || *idle > 0 {
+		if err := buildBinaries(ctx, repoDir, tmp); err != nil {
+			return err
+		}
+	}
+	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	defer func() {
+		if *keep {
+			return
+		}
+		for _, name := range []string{leaseholdDB, riverDB, idleDB} {
+			_ = a.dropDatabase(context.Background(), name)
+		}
+	}()
+	if *idle > 0 {
+		return b.idle(ctx, *idle)
+	}
+
+	systems := []func(context.Context, int) (result, error){b.runLeasehold, b.runRiver}
+	switch *only {
+	case "leasehold":
+		systems = systems[:1]
+	case "river":
+		systems = systems[1:]
+	}
+	byName := map[string][]result{}
+	for i := range *runs {
+		for _, sys := range systems {
+			r, err := sys(ctx, *n)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("run %d %-9s %8.0f jobs/s  %6.2f row writes  %7.1f buffer touches  %6.3f commits  %7.0f WAL bytes per job  (%.2fs%s)\n",
+				i+1, r.system, r.rate(), r.per(r.work.writes), r.per(r.work.touches), r.per(r.work.commits),
+				r.per(r.work.walBytes), r.elapsed.Seconds(), pollNote(r))
+			fmt.Printf("      CPU per 1000 jobs: consumer %.0f ms%s; WAL %s\n", r.perK(r.clientCPU), pgCPUNote(r), r.work.lsn)
+			byName[r.system] = append(byName[r.system], r)
+		}
+	}
+	printTable(*n, *runs, byName["Leasehold"], byName["River"])
+	return nil
+}
+
+func (r result) perK(d time.Duration) float64 {
+	return float64(d.Milliseconds()) * 1000 / float64(r.jobs)
+}
+
+func pgCPUNote(r result) string {
+	if r.work.pgCPU <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", PostgreSQL (whole cluster) %.0f ms", r.perK(r.work.pgCPU))
+}
+
+func pollNote(r result) string {
+	if r.polls == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d counter polls not counted as commits", r.polls)
+}
+
+// printTable prints the median of each figure as a Markdown table.
+func printTable(n, runs int, lh, rv []result) {
+	type row struct {
+		name   string
+		format string
+		value  func(result) float64
+	}
+	rows := []row{
+		{"throughput (jobs/s)", "%.0f", result.rate},
+		{"row writes (ins+upd+del)", "%.2f", func(r result) float64 { return r.per(r.work.writes) }},
+		{"buffer touches (hit+read)", "%.1f", func(r result) float64 { return r.per(r.work.touches) }},
+		{"commits", "%.3f", func(r result) float64 { return r.per(r.work.commits) }},
+		{"WAL bytes", "%.0f", func(r result) float64 { return r.per(r.work.walBytes) }},
+	}
+	fmt.Printf("\n%d no-op jobs, median of %d runs each; per job except throughput\n\n", n, runs)
+	fmt.Println("| per job | Leasehold | River | Leasehold/River |")
+	fmt.Println("| --- | ---: | ---: | ---: |")
+	for _, rw := range rows {
+		l, lok := median(lh, rw.value)
+		r, rok := median(rv, rw.value)
+		cell := func(v float64, ok bool) string {
+			if !ok {
+				return "–"
+			}
+			return fmt.Sprintf(rw.format, v)
+		}
+		ratio := "–"
+		if lok && rok && r != 0 {
+			ratio = fmt.Sprintf("%.2f", l/r)
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", rw.name, cell(l, lok), cell(r, rok), ratio)
+	}
+}
+
+func median(rs []result, value func(result) float64) (float64, bool) {
+	if len(rs) == 0 {
+		return 0, false
+	}
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = value(r)
+	}
+	slices.Sort(vs)
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2], true
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+}
