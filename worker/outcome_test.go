@@ -1,0 +1,154 @@
+package worker_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/worker"
+)
+
+// remote serves the worker API from f's database and returns a Remote
+// with a worker token named "remote-worker".
+func (f *fixture) remote(t *testing.T) *worker.Remote {
+	t.Helper()
+	jobs := queue.NewJobNotifier(f.pool, quiet)
+	go jobs.Run(f.ctx)
+	tokens := apitoken.NewStore(f.pool)
+	srv := httptest.NewServer(web.New(web.Config{Pool: f.pool, Queue: f.client, Tokens: tokens, Jobs: jobs, ArtifactsDir: t.TempDir(), Logger: quiet}))
+	t.Cleanup(srv.Close)
+	secret, _, err := tokens.Create(f.ctx, "remote-worker", apitoken.RoleWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := worker.NewRemote(srv.URL, secret, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// quiet keeps the logs of in-process servers and workers out of test output.
+var quiet = slog.New(slog.DiscardHandler)
+
+// run runs a worker on cfg.Backend until the test ends.
+func (f *fixture) run(t *testing.T, cfg worker.Config) {
+	t.Helper()
+	cfg.Logger = cmp.Or(cfg.Logger, quiet)
+	if cfg.Executor == nil {
+		cfg.Executor = executor.Sim{}
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { _ = worker.New(cfg).Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A result that is not a JSON object is refused by the queue whichever way
+// it travels. Both kinds of worker check it before sending and end the
+// attempt failed with the reason; neither lets the lease silently run out.
+func TestRefusedResultFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		return json.RawMessage(`42`), nil
+	})
+	for _, kind := range []string{"Direct", "Remote"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			cfg := worker.Config{ID: "remote-worker", Lease: 2 * time.Second, Executor: exec, Pool: f.pool, Reaper: true,
+				Backend: worker.Direct{Client: f.client}}
+			if kind == "Remote" {
+				cfg.Backend = f.remote(t)
+			}
+			f.run(t, cfg)
+			job := f.submit(t, `{}`, 1)
+			d := f.waitState(t, job.ID, queue.StateDead)
+			a := d.Attempts[0]
+			outcome, reason := deref(a.Outcome), deref(a.Error)
+			if len(d.Attempts) != 1 || outcome != "failed" || reason != "result refused: result: must be a JSON object" {
+				t.Fatalf("%d attempts, the first %s with %q; want one failed with the reason", len(d.Attempts), outcome, reason)
+			}
+		})
+	}
+}
+
+// flaky fails its first completion writes as a restarting database does.
+type flaky struct {
+	worker.Direct
+	failures atomic.Int32
+}
+
+var errRestarting = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (b *flaky) CompleteMany(ctx context.Context, cs []queue.Completion) ([]error, error) {
+	if b.failures.Add(-1) >= 0 {
+		return nil, errRestarting
+	}
+	return b.Direct.CompleteMany(ctx, cs)
+}
+
+func (b *flaky) Complete(ctx context.Context, l queue.Lease, result json.RawMessage) (queue.Job, error) {
+	if b.failures.Add(-1) >= 0 {
+		return queue.Job{}, errRestarting
+	}
+	return b.Direct.Complete(ctx, l, result)
+}
+
+// A finished job whose completion meets an outage of a second or two is
+// written once the database is back, within its lease: one attempt,
+// succeeded, never a lease_expired attempt that runs the work again.
+func TestCompletionRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	backend := &flaky{Direct: worker.Direct{Client: f.client}}
+	backend.failures.Store(6) // 50+100+200+400+800+1600ms of backoff: about 3s
+	f.run(t, worker.Config{ID: "w", Lease: 5 * time.Second, Backend: backend, Pool: f.pool, Reaper: true})
+	job := f.submit(t, `{"steps":1,"step_ms":10}`, 3)
+	d := f.waitState(t, job.ID, queue.StateSucceeded)
+	if len(d.Attempts) != 1 || *d.Attempts[0].Outcome != "succeeded" {
+		t.Fatalf("attempts %+v, want the one that finished", d.Attempts)
+	}
+	if n := backend.failures.Load(); n >= 0 {
+		t.Fatalf("the outage was not met (%d failures left)", n)
+	}
+}
+
+// A remote worker idle on the long poll for longer than its lease gets a
+// job late in the poll: it counts the lease from the claim, not from when
+// it began to wait, and runs the job in one attempt.
+func TestRemoteLeaseCountsFromTheClaimNotTheWait(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	remote := f.remote(t)
+	remote.ClaimWait = 10 * time.Second
+	f.run(t, worker.Config{ID: "remote-worker", Lease: time.Second, Heartbeat: 300 * time.Millisecond, Backend: remote, Poll: time.Hour})
+	time.Sleep(2500 * time.Millisecond) // idle on the poll, past a whole lease
+	job := f.submit(t, `{"steps":3,"step_ms":300}`, 1)
+	d := f.waitState(t, job.ID, queue.StateSucceeded)
+	if len(d.Attempts) != 1 {
+		t.Fatalf("%d attempts, want 1", len(d.Attempts))
+	}
+	for _, e := range d.Events {
+		if e.Type == "stale_write_refused" {
+			t.Fatalf("a write was refused: %s", e.Detail)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
