@@ -152,3 +152,31 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// slowNetwork holds each claim on its way to the database, as a network
+// can: the worker cannot tell that from a claim that waited nowhere.
+type slowNetwork struct {
+	worker.Direct
+	delay time.Duration
+}
+
+func (b slowNetwork) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {
+	time.Sleep(b.delay)
+	return b.Direct.Claim(ctx, p)
+}
+
+// A claim whose answer arrives after the worker can no longer count on its
+// lease is confirmed by a renewal before the job starts, and runs in that
+// attempt: the database, not the worker's guess, says the lease is alive.
+func TestLateClaimIsConfirmedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// Held for longer than the lease less the worker's margin (150ms).
+	backend := slowNetwork{Direct: worker.Direct{Client: f.client}, delay: 1900 * time.Millisecond}
+	f.run(t, worker.Config{ID: "w", Lease: 2 * time.Second, Heartbeat: 300 * time.Millisecond, Backend: backend, Pool: f.pool, Reaper: true})
+	job := f.submit(t, `{"steps":2,"step_ms":100}`, 3)
+	d := f.waitState(t, job.ID, queue.StateSucceeded)
+	if len(d.Attempts) != 1 {
+		t.Fatalf("%d attempts (%v), want the one claimed late", len(d.Attempts), eventTypes(d))
+	}
+}

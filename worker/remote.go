@@ -54,6 +54,10 @@ func NewRemote(serverURL, token string, logger *slog.Logger) (*Remote, error) {
 	return &Remote{base: u, token: token, client: &http.Client{}, log: logger, ClaimWait: 25 * time.Second}, nil
 }
 
+// claimSlack is how much longer than its long poll a claim may take
+// before the worker gives up on the answer.
+const claimSlack = 15 * time.Second
+
 // ErrUnauthorized means the server refused the token (unknown or revoked).
 var ErrUnauthorized = errors.New("the server refused the worker token (unknown or revoked)")
 
@@ -82,6 +86,10 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 		Queues: p.Queues, Devices: p.Devices, Limit: p.Limit,
 		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
 	}
+	// Bounded: on a network that went silent (no reset) the answer may
+	// never come, and the worker must claim again once it is back.
+	ctx, cancel := context.WithTimeout(ctx, r.ClaimWait+claimSlack)
+	defer cancel()
 	// Not retried: a claim whose answer was lost leased jobs nobody runs,
 	// which the reaper takes back; the worker's loop simply claims again.
 	if err := r.call(ctx, http.MethodPost, workerapi.ClaimPath, body, &out, false); err != nil {

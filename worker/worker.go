@@ -199,6 +199,15 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
 	log.Info("job claimed", "kind", job.Kind)
 
+	if !time.Now().Before(validUntil.Add(-w.margin())) {
+		// The claim's answer came too late to trust its lease (held up on
+		// the network, say): ask the database before starting anything.
+		var ok bool
+		if validUntil, ok = w.confirm(jobsCtx, lease, log); !ok {
+			return
+		}
+	}
+
 	execCtx, stop := context.WithCancelCause(jobsCtx)
 	defer stop(nil)
 	beatDone := make(chan struct{})
@@ -281,6 +290,33 @@ func retryWrite(ctx context.Context, log *slog.Logger, op string, write func(con
 	}
 }
 
+// margin is how long before its lease could end the worker stops a job it
+// cannot renew.
+func (w *Worker) margin() time.Duration { return min(w.cfg.Heartbeat/2, time.Second) }
+
+// confirm renews a lease whose claim answered too late for the worker to
+// count on it, before its executor starts: a renewal the database accepts
+// proves the lease is current and says how long it has. Otherwise the job
+// is left alone (nothing has run; its lease runs out and the reaper takes
+// it back).
+func (w *Worker) confirm(ctx context.Context, lease queue.Lease, log *slog.Logger) (validUntil time.Time, ok bool) {
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
+	defer cancel()
+	sent := time.Now()
+	res, err := w.backend.Heartbeat(callCtx, lease)
+	if err != nil {
+		log.Warn("the claim came too late to count on its lease, and renewing it failed: not running the job", "err", err)
+		return time.Time{}, false
+	}
+	validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
+	if !time.Now().Before(validUntil.Add(-w.margin())) {
+		log.Warn("the claim came too late to count on its lease: not running the job", "lease_valid_for", time.Until(validUntil))
+		return time.Time{}, false
+	}
+	log.Info("a late claim's lease confirmed by renewal", "lease_valid_for", time.Until(validUntil))
+	return validUntil, true
+}
+
 // heartbeat renews the lease every Heartbeat until done closes, and
 // returns when the lease ends at the earliest. A refused renewal stops the
 // executor at once. When renewals fail for another reason (database
@@ -297,7 +333,7 @@ func (w *Worker) heartbeat(ctx context.Context, lease queue.Lease, validUntil ti
 	callBase, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
 	go func() { <-done; abandon() }()
-	margin := min(w.cfg.Heartbeat/2, time.Second)
+	margin := w.margin()
 	wait := w.cfg.Heartbeat
 	cancelled := false
 	for {
@@ -361,7 +397,11 @@ func wakeUp(wake chan<- struct{}) {
 func (w *Worker) presence(ctx context.Context) {
 	every := min(w.cfg.Heartbeat, 5*time.Second)
 	for {
-		if err := w.backend.WorkerSeen(ctx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues); err != nil && ctx.Err() == nil {
+		// Bounded, so that a network gone silent cannot stall presence.
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := w.backend.WorkerSeen(callCtx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("recording presence", "err", err)
 		}
 		select {
