@@ -15,7 +15,7 @@ import (
 
 // maxMessageBytes bounds an error or progress message from a worker; the
 // queue cleans what it stores (no NUL, valid UTF-8).
-const maxMessageBytes = 64 << 10
+const maxMessageBytes = workerapi.MaxMessageBytes
 
 // decodeLease reads a lease write's body into v (which embeds
 // workerapi.LeaseRequest) and returns the lease it names.

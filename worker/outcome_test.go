@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +179,24 @@ func TestLateClaimIsConfirmedBeforeItRuns(t *testing.T) {
 	d := f.waitState(t, job.ID, queue.StateSucceeded)
 	if len(d.Attempts) != 1 {
 		t.Fatalf("%d attempts (%v), want the one claimed late", len(d.Attempts), eventTypes(d))
+	}
+}
+
+// A failure whose message is longer than the server takes is still
+// recorded as a failure (cut, as the queue cuts it for a direct worker),
+// not refused and left to expire.
+func TestRemoteLongFailureMessageIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	long := strings.Repeat("é", 40<<10) // 80 KiB
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		return nil, errors.New(long)
+	})
+	f.run(t, worker.Config{ID: "remote-worker", Lease: 2 * time.Second, Executor: exec, Backend: f.remote(t), Pool: f.pool, Reaper: true})
+	job := f.submit(t, `{}`, 1)
+	d := f.waitState(t, job.ID, queue.StateDead)
+	a := d.Attempts[0]
+	if outcome := deref(a.Outcome); outcome != "failed" || !strings.HasPrefix(long, deref(a.Error)) || len(deref(a.Error)) < 60<<10 {
+		t.Fatalf("attempt %s with %d bytes of error, want failed with the message cut to 64 KiB", outcome, len(deref(a.Error)))
 	}
 }

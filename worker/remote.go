@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/workerapi"
@@ -133,7 +134,7 @@ func (r *Remote) CompleteMany(ctx context.Context, cs []queue.Completion) ([]err
 
 // Fail implements Backend.
 func (r *Remote) Fail(ctx context.Context, l queue.Lease, msg string, retryable bool) (queue.Job, error) {
-	return r.jobWrite(ctx, l, workerapi.ActionFail, workerapi.FailRequest{LeaseRequest: workerapi.Lease(l.Token), Error: msg, Retryable: &retryable})
+	return r.jobWrite(ctx, l, workerapi.ActionFail, workerapi.FailRequest{LeaseRequest: workerapi.Lease(l.Token), Error: clip(msg), Retryable: &retryable})
 }
 
 // Release implements Backend.
@@ -149,7 +150,7 @@ func (r *Remote) AckCancel(ctx context.Context, l queue.Lease) (queue.Job, error
 // Progress implements Backend.
 func (r *Remote) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
 	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionProgress),
-		workerapi.ProgressRequest{LeaseRequest: workerapi.Lease(l.Token), Progress: fraction, Message: message}, nil, true)
+		workerapi.ProgressRequest{LeaseRequest: workerapi.Lease(l.Token), Progress: fraction, Message: clip(message)}, nil, true)
 }
 
 // StartEffect implements Backend.
@@ -209,6 +210,20 @@ func (r *Remote) jobWrite(ctx context.Context, l queue.Lease, action string, bod
 	var job workerapi.Job
 	err := r.call(ctx, http.MethodPost, jobPath(l, action), body, &job, true)
 	return job.ToQueue(), err
+}
+
+// clip cuts a message to what the server takes, at a character boundary,
+// as the queue does for a direct worker: a long stderr must not turn a
+// failure into a refused write and an expired lease.
+func clip(msg string) string {
+	if len(msg) <= workerapi.MaxMessageBytes {
+		return msg
+	}
+	cut := workerapi.MaxMessageBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 func jobPath(l queue.Lease, action string) string { return workerapi.JobPath(l.JobID, action) }

@@ -90,6 +90,11 @@ func stdTimePtr(t *Time) *time.Time {
 	return &v
 }
 
+// MaxMessageBytes bounds an error or progress message (FailRequest.Error,
+// ProgressRequest.Message): the server refuses a longer one, and a direct
+// worker's queue keeps no more of it, so a remote worker cuts it there.
+const MaxMessageBytes = 64 << 10
+
 // Error is the body of every error answer.
 type Error struct {
 	Error string `json:"error"`
