@@ -200,3 +200,51 @@ func TestRemoteLongFailureMessageIsRecorded(t *testing.T) {
 		t.Fatalf("attempt %s with %d bytes of error, want failed with the message cut to 64 KiB", outcome, len(deref(a.Error)))
 	}
 }
+
+// cutAnswers commits each claim and then loses its answer if the worker's
+// context ends within a moment: the shutdown signal arriving mid-claim.
+type cutAnswers struct {
+	worker.Direct
+	claimed chan struct{}
+}
+
+func (b cutAnswers) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {
+	c, err := b.Direct.Claim(ctx, p)
+	if err != nil || len(c.Jobs) == 0 {
+		return c, err
+	}
+	close(b.claimed)
+	select {
+	case <-ctx.Done():
+		return worker.Claim{}, ctx.Err()
+	case <-time.After(300 * time.Millisecond):
+		return c, nil
+	}
+}
+
+// A shutdown that comes while a direct claim is in flight does not lose
+// the jobs it leased: they are run within the grace period and released,
+// not left running for nobody until their leases expire.
+func TestShutdownDuringClaimLosesNoJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	backend := cutAnswers{Direct: worker.Direct{Client: f.client}, claimed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() {
+		_ = worker.New(worker.Config{ID: "w", Lease: 10 * time.Second, Grace: 100 * time.Millisecond, Backend: backend,
+			Executor: executor.Sim{}, Logger: quiet}).Run(ctx)
+		close(done)
+	}()
+	job := f.submit(t, `{"hang":true,"step_ms":20}`, 3)
+	<-backend.claimed
+	cancel()
+	<-done
+	d, err := f.client.Detail(f.ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != queue.StatePending || len(d.Attempts) != 1 || deref(d.Attempts[0].Outcome) != "released" {
+		t.Fatalf("after shutdown the job is %s, attempt %s; want pending, released", d.State, deref(d.Attempts[0].Outcome))
+	}
+}

@@ -161,7 +161,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// claim leases up to limit jobs. Shutdown cuts a remote claim's long
+// poll, but not a direct claim's one statement: cut after it committed,
+// the jobs it leased would be known to nobody until their leases ran out
+// (counted attempts), instead of being run within the grace period and
+// released.
 func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
+	if _, waits := w.backend.(*Remote); !waits {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+	}
 	return w.backend.Claim(ctx, queue.ClaimParams{
 		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
 	})
