@@ -156,6 +156,10 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 	for i := range batch {
 		batch[i] = map[string]any{"kind": "load", "queue": "load"}
 	}
+	commits := func() int {
+		return e.count("SELECT xact_commit::int FROM pg_stat_database WHERE datname = current_database()")
+	}
+	commitsBefore := commits()
 	submitted := time.Now()
 	if code := e.api("POST", "/api/v1/jobs/batch", map[string]any{"jobs": batch}, nil); code != http.StatusCreated {
 		t.Fatalf("batch submit: HTTP %d", code)
@@ -168,6 +172,7 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	drained := time.Since(submitted)
+	drainCommits := commits() - commitsBefore
 	for range 5 {
 		sample()
 		time.Sleep(200 * time.Millisecond)
@@ -177,9 +182,9 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 
 	t.Logf("%d long-polling workers: server goroutines %.0f idle, %.0f waiting, %.0f peak; RSS %.1f MiB idle, %.1f MiB peak; "+
 		"server's PostgreSQL connections peak %d (pool max %d + %d own), busy while all waited %d, busy peak %d; "+
-		"%d jobs claimed and completed %v after submission; %d failed requests",
+		"%d jobs claimed and completed %v after submission, %d commits meanwhile; %d failed requests",
 		loadClients, idleGoroutines, waitingGoroutines, peakGoroutines, idleRSS/(1<<20), peakRSS/(1<<20),
-		peakConns, serverPoolMax, serverOwnConns, waitingBusy, peakBusy, claimed.Load(), drained.Round(time.Millisecond), failures.Load())
+		peakConns, serverPoolMax, serverOwnConns, waitingBusy, peakBusy, claimed.Load(), drained.Round(time.Millisecond), drainCommits, failures.Load())
 	if peakConns > serverPoolMax+serverOwnConns {
 		t.Errorf("the server held %d PostgreSQL connections, more than its pool's %d and its own %d", peakConns, serverPoolMax, serverOwnConns)
 	}
