@@ -256,7 +256,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			})
 			break
 		}
-		log.Info("job succeeded", "took", time.Since(claimedAt))
+		if werr == nil {
+			log.Info("job succeeded", "took", time.Since(claimedAt))
+		}
 	case errors.Is(cause, errCancelled):
 		werr = w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr })
 		log.Info("job cancelled")
