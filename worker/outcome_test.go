@@ -248,3 +248,33 @@ func TestShutdownDuringClaimLosesNoJob(t *testing.T) {
 		t.Fatalf("after shutdown the job is %s, attempt %s; want pending, released", d.State, deref(d.Attempts[0].Outcome))
 	}
 }
+
+// An effect's result is held to the same rule as a job's, before it is
+// sent, by both kinds of worker: the executor gets a *queue.ValidationError.
+func TestEffectResultIsCheckedBeforeSending(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"Direct", "Remote"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan error, 1)
+			exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+				if _, err := r.StartEffect(ctx, "k"); err != nil {
+					return nil, err
+				}
+				got <- r.FinishEffect(ctx, "k", json.RawMessage(`[1]`))
+				return nil, nil
+			})
+			f := setup(t)
+			cfg := worker.Config{ID: "remote-worker", Lease: 2 * time.Second, Executor: exec, Backend: worker.Direct{Client: f.client}}
+			if kind == "Remote" {
+				cfg.Backend = f.remote(t)
+			}
+			f.run(t, cfg)
+			f.submit(t, `{}`, 1)
+			var ve *queue.ValidationError
+			if err := <-got; !errors.As(err, &ve) || ve.Field != "result" {
+				t.Fatalf("FinishEffect([1]) = %v, want a validation error on result", err)
+			}
+		})
+	}
+}

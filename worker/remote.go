@@ -163,9 +163,6 @@ func (r *Remote) StartEffect(ctx context.Context, l queue.Lease, key string) (qu
 
 // FinishEffect implements Backend.
 func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error {
-	if err := queue.CheckResult(result); err != nil {
-		return err
-	}
 	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionEffects),
 		workerapi.EffectRequest{LeaseRequest: workerapi.Lease(l.Token), Action: workerapi.EffectFinish, Key: key, Result: result}, nil, true)
 }

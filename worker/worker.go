@@ -442,6 +442,10 @@ func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStar
 }
 
 func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawMessage) error {
+	// Checked before sending, for both kinds of worker: a *queue.ValidationError.
+	if err := queue.CheckResult(result); err != nil {
+		return err
+	}
 	return r.backend.FinishEffect(ctx, r.lease, key, result)
 }
 
