@@ -182,6 +182,74 @@ func TestWorkerClaimWaitsForNewJobs(t *testing.T) {
 	}
 }
 
+// A long poll says how long it held the request before the claim that
+// leased its jobs, and how long each lease had then by the database
+// clock: a remote worker counts its lease from there, not from the start
+// of its wait.
+func TestWorkerClaimReportsItsWaitAndTheLease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	type answer struct {
+		Jobs []struct {
+			ID               int64 `json:"id"`
+			LeaseRemainingMs int64 `json:"lease_remaining_ms"`
+		} `json:"jobs"`
+		WaitedMs *int64 `json:"waited_ms"`
+	}
+	got := make(chan answer, 1)
+	sent := time.Now()
+	go func() {
+		var out answer
+		f.do(t, call{method: http.MethodPost, path: "/api/v1/worker/claim", body: `{"wait_ms":10000,"lease_ms":4000}`, token: f.worker}).
+			want(t, http.StatusOK).decode(t, &out)
+		got <- out
+	}()
+	time.Sleep(700 * time.Millisecond)
+	job := f.submit(t, `{"kind":"test"}`)
+	out := <-got
+	took := time.Since(sent)
+	if len(out.Jobs) != 1 || out.Jobs[0].ID != job.ID || out.WaitedMs == nil {
+		t.Fatalf("claim answered %+v", out)
+	}
+	if w := time.Duration(*out.WaitedMs) * time.Millisecond; w < 600*time.Millisecond || w > took {
+		t.Fatalf("waited_ms %v; the job came %v into the poll, the answer after %v", w, 700*time.Millisecond, took)
+	}
+	if ms := out.Jobs[0].LeaseRemainingMs; ms < 3990 || ms > 4000 {
+		t.Fatalf("lease_remaining_ms %d, want the 4000 just leased", ms)
+	}
+
+	f.submit(t, `{"kind":"test"}`)
+	var now answer
+	f.do(t, call{method: http.MethodPost, path: "/api/v1/worker/claim", body: `{"wait_ms":10000}`, token: f.worker}).
+		want(t, http.StatusOK).decode(t, &now)
+	if len(now.Jobs) != 1 || now.WaitedMs == nil || *now.WaitedMs > 100 {
+		t.Fatalf("a claim that found a job at once answered %+v", now)
+	}
+}
+
+// A result that is not a JSON object is refused before anything is
+// written, as the queue refuses it for a direct worker.
+func TestWorkerCompleteRefusesAResultThatIsNotAnObject(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	job := f.submit(t, `{"kind":"test"}`)
+	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	base := fmt.Sprintf("/api/v1/worker/jobs/%d/", job.ID)
+	for _, result := range []string{`42`, `[1]`, `"x"`, `{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`} {
+		r := f.workerPost(t, base+"complete", fmt.Sprintf(`{"lease_token":%d,"result":%s}`, tok, result)).want(t, http.StatusBadRequest).json(t)
+		if r["field"] != "result" {
+			t.Fatalf("complete with %.20s: %v", result, r)
+		}
+		r = f.workerPost(t, base+"effects", fmt.Sprintf(`{"lease_token":%d,"action":"finish","key":"k","result":%s}`, tok, result)).want(t, http.StatusBadRequest).json(t)
+		if r["field"] != "result" {
+			t.Fatalf("effect finish with %.20s: %v", result, r)
+		}
+	}
+	if j, _ := f.queue.Get(f.ctx, job.ID); j.State != queue.StateRunning {
+		t.Fatalf("a refused result changed the job: %s", j.State)
+	}
+}
+
 // reap runs a reaper until the job is no longer running.
 func reap(t *testing.T, f *fixture, id int64) {
 	t.Helper()

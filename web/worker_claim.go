@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/workerapi"
 )
 
 // Bounds of a remote worker's claim.
@@ -25,29 +26,15 @@ var (
 	deviceLabel      = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 )
 
-// claimRequest is the body of POST /api/v1/worker/claim.
-type claimRequest struct {
-	// WorkerID may be omitted; when given it must be the token's name,
-	// which is the worker's identity.
-	WorkerID string   `json:"worker_id"`
-	Queues   []string `json:"queues"`
-	Devices  []string `json:"devices"`
-	Limit    int      `json:"limit"`
-	LeaseMs  int64    `json:"lease_ms"`
-	// WaitMs makes an empty claim wait up to this long for a new job
-	// (long polling), so a worker behind a home router gets work at once
-	// without hammering the server.
-	WaitMs int64 `json:"wait_ms"`
-}
-
 // workerClaim leases up to limit due jobs to the calling worker, with the
 // same query a direct worker uses.
 func (s *server) workerClaim(c echo.Context) error {
+	received := time.Now()
 	body, err := readBody(c, actionBodyLimit)
 	if err != nil {
 		return err
 	}
-	var req claimRequest
+	var req workerapi.ClaimRequest
 	if err := decodeObject(body, &req, ""); err != nil {
 		return err
 	}
@@ -56,7 +43,7 @@ func (s *server) workerClaim(c echo.Context) error {
 		return &apiError{Status: http.StatusForbidden, Field: "worker_id",
 			Message: "must be the name of the worker token (" + worker + "), or left out"}
 	}
-	p, wait, err := req.params(worker)
+	p, wait, err := claimParams(req, worker)
 	if err != nil {
 		return err
 	}
@@ -65,23 +52,35 @@ func (s *server) workerClaim(c echo.Context) error {
 	if s.jobs != nil && wait > 0 {
 		waiter = s.jobs.Waiter() // before the claim: nothing sent after it is missed
 	}
+	// waited is taken before each claim statement begins, so it is never
+	// more than the time between the request's arrival and the claim's
+	// now(): the worker may add it to its send time (see waited_ms).
+	waited := time.Since(received)
 	jobs, err := s.queue.Claim(ctx, p)
 	if err != nil {
 		return err
 	}
 	if len(jobs) == 0 && waiter != nil {
+		// The wait holds no database connection: the waiter is fed by
+		// the server's one LISTEN connection.
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		for len(jobs) == 0 && waiter.Wait(wctx, p.Queues) == nil {
+			waited = time.Since(received)
 			if jobs, err = s.queue.Claim(ctx, p); err != nil {
 				return err
 			}
 		}
 	}
-	return c.JSON(http.StatusOK, jobsBody{Jobs: newJobViews(jobs)})
+	out := workerapi.ClaimResponse{Jobs: make([]workerapi.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds()}
+	for i, j := range jobs {
+		out.Jobs[i] = workerapi.NewClaimedJob(j)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
-func (r claimRequest) params(worker string) (queue.ClaimParams, time.Duration, error) {
+// claimParams checks a claim (or presence) request of worker.
+func claimParams(r workerapi.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
 	if len(r.Queues) == 0 {
 		r.Queues = []string{"default"}
 	}

@@ -1,12 +1,12 @@
 package web
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/workerapi"
 )
 
 // The writes of a lease holder. Each carries the lease token of the
@@ -15,24 +15,11 @@ import (
 
 // maxMessageBytes bounds an error or progress message from a worker; the
 // queue cleans what it stores (no NUL, valid UTF-8).
-const maxMessageBytes = 64 << 10
-
-// leaseRequest is the part every lease write shares.
-type leaseRequest struct {
-	LeaseToken *int64 `json:"lease_token"`
-}
-
-// heartbeatView is the answer to a heartbeat. remaining_ms is computed by
-// the database, so the worker never compares its clock with the server's.
-type heartbeatView struct {
-	LeaseUntil      apiTime `json:"lease_until"`
-	CancelRequested bool    `json:"cancel_requested"`
-	RemainingMs     int64   `json:"remaining_ms"`
-}
+const maxMessageBytes = workerapi.MaxMessageBytes
 
 // decodeLease reads a lease write's body into v (which embeds
-// leaseRequest) and returns the lease it names.
-func decodeLease(c echo.Context, limit int64, v interface{ token() *int64 }) (queue.Lease, error) {
+// workerapi.LeaseRequest) and returns the lease it names.
+func decodeLease(c echo.Context, limit int64, v interface{ Token() *int64 }) (queue.Lease, error) {
 	id, err := jobID(c)
 	if err != nil {
 		return queue.Lease{}, err
@@ -44,17 +31,15 @@ func decodeLease(c echo.Context, limit int64, v interface{ token() *int64 }) (qu
 	if err := decodeObject(body, v, ""); err != nil {
 		return queue.Lease{}, err
 	}
-	tok := v.token()
+	tok := v.Token()
 	if tok == nil {
 		return queue.Lease{}, badRequest("lease_token", "is required")
 	}
 	return queue.Lease{JobID: id, Token: *tok, WorkerID: workerName(c)}, nil
 }
 
-func (r *leaseRequest) token() *int64 { return r.LeaseToken }
-
 func (s *server) workerHeartbeat(c echo.Context) error {
-	var req leaseRequest
+	var req workerapi.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -63,24 +48,21 @@ func (s *server) workerHeartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, heartbeatView{
-		LeaseUntil: apiTime(res.LeaseUntil), CancelRequested: res.CancelRequested, RemainingMs: res.Remaining.Milliseconds(),
+	return c.JSON(http.StatusOK, workerapi.HeartbeatResponse{
+		LeaseUntil: workerapi.Time(res.LeaseUntil), CancelRequested: res.CancelRequested, RemainingMs: res.Remaining.Milliseconds(),
 	})
 }
 
-type completeRequest struct {
-	leaseRequest
-	Result json.RawMessage `json:"result"`
-}
-
 func (s *server) workerComplete(c echo.Context) error {
-	var req completeRequest
+	var req workerapi.CompleteRequest
 	l, err := decodeLease(c, jobBodyLimit, &req)
 	if err != nil {
 		return err
 	}
-	if len(req.Result) > 0 && string(req.Result) != "null" && req.Result[0] != '{' {
-		return badRequest("result", "must be a JSON object")
+	// The queue checks it again before it writes; checked here too so
+	// that the answer is 400 whichever layer the rule is enforced in.
+	if err := queue.CheckResult(req.Result); err != nil {
+		return err
 	}
 	job, err := s.queue.Complete(c.Request().Context(), l, req.Result)
 	if err != nil {
@@ -89,14 +71,8 @@ func (s *server) workerComplete(c echo.Context) error {
 	return c.JSON(http.StatusOK, newJobView(job))
 }
 
-type failRequest struct {
-	leaseRequest
-	Error     string `json:"error"`
-	Retryable *bool  `json:"retryable"`
-}
-
 func (s *server) workerFail(c echo.Context) error {
-	var req failRequest
+	var req workerapi.FailRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -115,7 +91,7 @@ func (s *server) workerFail(c echo.Context) error {
 // workerRelease gives the job back without counting the attempt: the
 // worker is shutting down.
 func (s *server) workerRelease(c echo.Context) error {
-	var req leaseRequest
+	var req workerapi.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -130,7 +106,7 @@ func (s *server) workerRelease(c echo.Context) error {
 // workerCancelled acknowledges a cancel request: the worker stopped the
 // job, which ends cancelled.
 func (s *server) workerCancelled(c echo.Context) error {
-	var req leaseRequest
+	var req workerapi.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -142,14 +118,8 @@ func (s *server) workerCancelled(c echo.Context) error {
 	return c.JSON(http.StatusOK, newJobView(job))
 }
 
-type progressRequest struct {
-	leaseRequest
-	Progress float64 `json:"progress"`
-	Message  string  `json:"message"`
-}
-
 func (s *server) workerProgress(c echo.Context) error {
-	var req progressRequest
+	var req workerapi.ProgressRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -163,32 +133,27 @@ func (s *server) workerProgress(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-type effectRequest struct {
-	leaseRequest
-	Key    string          `json:"key"`
-	Action string          `json:"action"` // start or finish
-	Result json.RawMessage `json:"result"`
-}
-
 // workerEffect is the side-effect ledger: "start" says whether to perform
 // the effect (and gives its idempotency key), "finish" records it done.
 func (s *server) workerEffect(c echo.Context) error {
-	var req effectRequest
+	var req workerapi.EffectRequest
 	l, err := decodeLease(c, jobBodyLimit, &req)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	switch req.Action {
-	case "start":
+	case workerapi.EffectStart:
 		start, err := s.queue.StartEffect(ctx, l, req.Key)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, start)
-	case "finish":
-		if len(req.Result) > 0 && string(req.Result) != "null" && req.Result[0] != '{' {
-			return badRequest("result", "must be a JSON object")
+		return c.JSON(http.StatusOK, workerapi.EffectStartResponse{
+			Done: start.Done, Result: start.Result, IdempotencyKey: start.IdempotencyKey,
+		})
+	case workerapi.EffectFinish:
+		if err := queue.CheckResult(req.Result); err != nil {
+			return err
 		}
 		if err := s.queue.FinishEffect(ctx, l, req.Key, req.Result); err != nil {
 			return err
@@ -199,11 +164,6 @@ func (s *server) workerEffect(c echo.Context) error {
 	}
 }
 
-type presenceRequest struct {
-	Queues  []string `json:"queues"`
-	Devices []string `json:"devices"`
-}
-
 // workerPresence records that the calling worker is alive, for /workers
 // and the stats.
 func (s *server) workerPresence(c echo.Context) error {
@@ -211,12 +171,11 @@ func (s *server) workerPresence(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req presenceRequest
+	var req workerapi.PresenceRequest
 	if err := decodeObject(body, &req, ""); err != nil {
 		return err
 	}
-	claim := claimRequest{Queues: req.Queues, Devices: req.Devices}
-	p, _, err := claim.params(workerName(c))
+	p, _, err := claimParams(workerapi.ClaimRequest{Queues: req.Queues, Devices: req.Devices}, workerName(c))
 	if err != nil {
 		return err
 	}
@@ -229,5 +188,5 @@ func (s *server) workerPresence(c echo.Context) error {
 // workerWhoami tells a remote worker its identity (its token's name) and
 // lets it check its token before it starts.
 func (s *server) workerWhoami(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"worker_id": workerName(c)})
+	return c.JSON(http.StatusOK, workerapi.WhoamiResponse{WorkerID: workerName(c)})
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"time"
 
 	"github.com/leasehold/leasehold/queue"
 )
@@ -14,7 +16,7 @@ import (
 // (Remote). Both answer queue.ErrLeaseLost for a write that is not fenced
 // by the current lease, and queue.ErrNotFound for a job that is not there.
 type Backend interface {
-	Claim(ctx context.Context, p queue.ClaimParams) ([]queue.Job, error)
+	Claim(ctx context.Context, p queue.ClaimParams) (Claim, error)
 	Heartbeat(ctx context.Context, l queue.Lease) (queue.HeartbeatResult, error)
 	Complete(ctx context.Context, l queue.Lease, result json.RawMessage) (queue.Job, error)
 	CompleteMany(ctx context.Context, cs []queue.Completion) ([]error, error)
@@ -33,11 +35,53 @@ type ArtifactStore interface {
 	Put(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error)
 }
 
+// Claim is what a claim leased, and what the worker needs to know to
+// count each lease without comparing its clock with the database's.
+type Claim struct {
+	Jobs []ClaimedJob
+	// Waited is how long the other side held the claim request, by its
+	// own clock, before it began the statement that leased the jobs (a
+	// long poll's wait): never more than that, so the claim's moment is
+	// at least the request's send time plus Waited. Zero for Direct.
+	Waited time.Duration
+}
+
+// ClaimedJob is a job just leased.
+type ClaimedJob struct {
+	queue.Job
+	// Remaining is how long the lease had when the claim statement ran,
+	// by the database clock (lease_until minus its now()).
+	Remaining time.Duration
+}
+
+// dbLease is the lease of a job just claimed, by the database clock: the
+// claim sets heartbeat_at to its now() and lease_until after it.
+func dbLease(j queue.Job) time.Duration {
+	if j.LeaseUntil == nil || j.HeartbeatAt == nil {
+		return 0
+	}
+	return max(j.LeaseUntil.Sub(*j.HeartbeatAt), 0)
+}
+
 // Direct is the Backend of a worker that reaches PostgreSQL: the queue
 // package itself, plus the artifact storage it shares with the server.
 type Direct struct {
 	*queue.Client
 	Artifacts ArtifactStore
+}
+
+// Claim implements Backend with the queue's claim; nothing waits on
+// the way, so Waited is zero.
+func (d Direct) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
+	jobs, err := d.Client.Claim(ctx, p)
+	if err != nil {
+		return Claim{}, err
+	}
+	claim := Claim{Jobs: make([]ClaimedJob, len(jobs))}
+	for i, j := range jobs {
+		claim.Jobs[i] = ClaimedJob{Job: j, Remaining: dbLease(j)}
+	}
+	return claim, nil
 }
 
 // UploadArtifact stores r as an artifact of l's attempt.
@@ -46,4 +90,40 @@ func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, 
 		return queue.Artifact{}, errors.New("this worker has no artifact storage")
 	}
 	return d.Artifacts.Put(ctx, l, name, r)
+}
+
+// transient reports whether retrying err may succeed: the other side was
+// unreachable, restarting or overloaded, rather than refusing the write.
+func transient(err error) bool {
+	var (
+		se *statusError
+		ve *queue.ValidationError
+	)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve):
+		return false
+	case errors.As(err, &se):
+		return se.status >= 500 || se.status == http.StatusTooManyRequests
+	}
+	return true
+}
+
+// refused reports whether err says the write itself is wrong (a result
+// that is not a JSON object, a 4xx other than 409): sending it again
+// cannot help, and the attempt must end failed with the reason instead of
+// silently running out its lease.
+func refused(err error) bool {
+	var (
+		se *statusError
+		ve *queue.ValidationError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return true
+	case errors.As(err, &se):
+		return se.status >= 400 && se.status < 500 && se.status != http.StatusConflict
+	}
+	return false
 }

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/leasehold/leasehold/queue"
 )
@@ -12,6 +14,9 @@ const maxCompletionBatch = 500
 
 type completion struct {
 	queue.Completion
+	// ctx ends when the completion is no longer worth writing: its lease
+	// has run out, and the database would refuse it.
+	ctx   context.Context
 	reply chan error
 }
 
@@ -19,21 +24,31 @@ type completion struct {
 // previous batch was being written goes out in the next one. An idle
 // worker's single completion leaves at once, so batching adds no latency;
 // a busy one commits once per batch instead of once per job.
+//
+// A batch that fails for a passing reason (the database restarting, the
+// server unreachable) is written again with backoff until each
+// completion's lease has run out: a finished job must not turn into a
+// lease_expired attempt that runs its work again because of an outage of a
+// few seconds.
 type completer struct {
 	client Backend
 	in     chan completion
 	log    *slog.Logger
+	// minDelay and maxDelay bound the backoff between tries.
+	minDelay, maxDelay time.Duration
 }
 
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
-	return &completer{client: client, in: make(chan completion, capacity), log: log}
+	return &completer{client: client, in: make(chan completion, capacity), log: log,
+		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second}
 }
 
-// complete hands c to the writer and waits for its outcome.
+// complete hands c to the writer and waits for its outcome, at most until
+// ctx ends; the writer gives c up when ctx ends.
 func (cp *completer) complete(ctx context.Context, c queue.Completion) error {
 	reply := make(chan error, 1)
 	select {
-	case cp.in <- completion{Completion: c, reply: reply}:
+	case cp.in <- completion{Completion: c, ctx: ctx, reply: reply}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -68,22 +83,84 @@ func (cp *completer) run(ctx context.Context) {
 	}
 }
 
+// write writes batch, retrying while the failure is transient.
 func (cp *completer) write(ctx context.Context, batch []completion) {
-	cs := make([]queue.Completion, len(batch))
-	for i, c := range batch {
-		cs[i] = c.Completion
-	}
-	errs, err := cp.client.CompleteMany(ctx, cs)
-	if err != nil {
-		// One bad row must not fail the others: write them one by one.
-		cp.log.Warn("batch completion failed; completing one by one", "jobs", len(batch), "err", err)
-		for _, c := range batch {
-			_, err := cp.client.Complete(ctx, c.Lease, c.Result)
-			c.reply <- err
+	delay := cp.minDelay
+	for {
+		batch = cp.dropExpired(batch)
+		if len(batch) == 0 {
+			return
 		}
-		return
+		wctx, cancel := cp.batchContext(ctx, batch)
+		cs := make([]queue.Completion, len(batch))
+		for i, c := range batch {
+			cs[i] = c.Completion
+		}
+		errs, err := cp.client.CompleteMany(wctx, cs)
+		cancel()
+		switch {
+		case err == nil:
+			// Per completion: nil, or a refusal that retrying cannot change
+			// (ErrLeaseLost, ErrNotFound); but one that failed for a passing
+			// reason (a remote write cut off) goes round again.
+			var again []completion
+			for i, c := range batch {
+				if transient(errs[i]) && c.ctx.Err() == nil {
+					again, err = append(again, c), errs[i]
+					continue
+				}
+				c.reply <- errs[i]
+			}
+			if len(again) == 0 {
+				return
+			}
+			batch = again
+		case !transient(err) || ctx.Err() != nil:
+			// One bad row must not fail the others: write them one by one.
+			cp.log.Warn("batch completion failed; completing one by one", "jobs", len(batch), "err", err)
+			for _, c := range batch {
+				c.reply <- retryWrite(c.ctx, cp.log, "complete", func(ctx context.Context) error {
+					_, err := cp.client.Complete(ctx, c.Lease, c.Result)
+					return err
+				})
+			}
+			return
+		}
+		cp.log.Warn("completing jobs failed; retrying until their leases end", "jobs", len(batch), "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, cp.maxDelay)
 	}
-	for i, c := range batch {
-		c.reply <- errs[i]
+}
+
+// dropExpired answers the completions whose leases have run out and
+// returns the others.
+func (cp *completer) dropExpired(batch []completion) []completion {
+	live := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.reply <- errors.Join(errors.New("lease ran out before the completion could be written"), err)
+			continue
+		}
+		live = append(live, c)
 	}
+	return live
+}
+
+// batchContext bounds one write of batch by the latest of its leases: the
+// database fences each row by its own.
+func (cp *completer) batchContext(ctx context.Context, batch []completion) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(ctx)
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(ctx, last)
 }

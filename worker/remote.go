@@ -15,8 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/workerapi"
 )
 
 // Remote is the Backend of a worker that reaches only the server, over
@@ -53,6 +55,10 @@ func NewRemote(serverURL, token string, logger *slog.Logger) (*Remote, error) {
 	return &Remote{base: u, token: token, client: &http.Client{}, log: logger, ClaimWait: 25 * time.Second}, nil
 }
 
+// claimSlack is how much longer than its long poll a claim may take
+// before the worker gives up on the answer.
+const claimSlack = 15 * time.Second
+
 // ErrUnauthorized means the server refused the token (unknown or revoked).
 var ErrUnauthorized = errors.New("the server refused the worker token (unknown or revoked)")
 
@@ -67,45 +73,54 @@ func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %
 // Whoami returns the worker identity the server gives this token. It waits
 // for a server that is not up yet; a refused token is ErrUnauthorized.
 func (r *Remote) Whoami(ctx context.Context) (string, error) {
-	var out struct {
-		WorkerID string `json:"worker_id"`
-	}
-	err := r.call(ctx, http.MethodGet, "/api/v1/worker/whoami", nil, &out, true)
+	var out workerapi.WhoamiResponse
+	err := r.call(ctx, http.MethodGet, workerapi.WhoamiPath, nil, &out, true)
 	return out.WorkerID, err
 }
 
-// Claim implements Backend, waiting up to ClaimWait on the server.
-func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) ([]queue.Job, error) {
-	var out struct {
-		Jobs []queue.Job `json:"jobs"`
+// Claim implements Backend, waiting up to ClaimWait on the server. The
+// server says how long it waited before the claim statement that leased
+// the jobs (Claim.Waited) and how long each lease had then.
+func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
+	var out workerapi.ClaimResponse
+	body := workerapi.ClaimRequest{
+		Queues: p.Queues, Devices: p.Devices, Limit: p.Limit,
+		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
 	}
-	body := map[string]any{
-		"queues": p.Queues, "devices": p.Devices, "limit": p.Limit,
-		"lease_ms": p.Lease.Milliseconds(), "wait_ms": r.ClaimWait.Milliseconds(),
-	}
+	// Bounded: on a network that went silent (no reset) the answer may
+	// never come, and the worker must claim again once it is back.
+	ctx, cancel := context.WithTimeout(ctx, r.ClaimWait+claimSlack)
+	defer cancel()
 	// Not retried: a claim whose answer was lost leased jobs nobody runs,
 	// which the reaper takes back; the worker's loop simply claims again.
-	err := r.call(ctx, http.MethodPost, "/api/v1/worker/claim", body, &out, false)
-	return out.Jobs, err
+	if err := r.call(ctx, http.MethodPost, workerapi.ClaimPath, body, &out, false); err != nil {
+		return Claim{}, err
+	}
+	claim := Claim{Jobs: make([]ClaimedJob, len(out.Jobs)), Waited: time.Duration(max(out.WaitedMs, 0)) * time.Millisecond}
+	for i, j := range out.Jobs {
+		job := j.ToQueue()
+		remaining := time.Duration(j.LeaseRemainingMs) * time.Millisecond
+		if j.LeaseRemainingMs <= 0 {
+			remaining = dbLease(job) // a server from before lease_remaining_ms
+		}
+		claim.Jobs[i] = ClaimedJob{Job: job, Remaining: remaining}
+	}
+	return claim, nil
 }
 
 // Heartbeat implements Backend.
 func (r *Remote) Heartbeat(ctx context.Context, l queue.Lease) (queue.HeartbeatResult, error) {
-	var out struct {
-		LeaseUntil      time.Time `json:"lease_until"`
-		CancelRequested bool      `json:"cancel_requested"`
-		RemainingMs     int64     `json:"remaining_ms"`
-	}
-	err := r.call(ctx, http.MethodPost, r.jobPath(l, "heartbeat"), leaseBody(l, nil), &out, true)
+	var out workerapi.HeartbeatResponse
+	err := r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionHeartbeat), workerapi.Lease(l.Token), &out, true)
 	return queue.HeartbeatResult{
-		LeaseUntil: out.LeaseUntil, CancelRequested: out.CancelRequested,
+		LeaseUntil: time.Time(out.LeaseUntil), CancelRequested: out.CancelRequested,
 		Remaining: time.Duration(out.RemainingMs) * time.Millisecond,
 	}, err
 }
 
 // Complete implements Backend.
 func (r *Remote) Complete(ctx context.Context, l queue.Lease, result json.RawMessage) (queue.Job, error) {
-	return r.jobWrite(ctx, l, "complete", map[string]any{"result": result})
+	return r.jobWrite(ctx, l, workerapi.ActionComplete, workerapi.CompleteRequest{LeaseRequest: workerapi.Lease(l.Token), Result: result})
 }
 
 // CompleteMany implements Backend, one request per completion.
@@ -119,43 +134,43 @@ func (r *Remote) CompleteMany(ctx context.Context, cs []queue.Completion) ([]err
 
 // Fail implements Backend.
 func (r *Remote) Fail(ctx context.Context, l queue.Lease, msg string, retryable bool) (queue.Job, error) {
-	return r.jobWrite(ctx, l, "fail", map[string]any{"error": msg, "retryable": retryable})
+	return r.jobWrite(ctx, l, workerapi.ActionFail, workerapi.FailRequest{LeaseRequest: workerapi.Lease(l.Token), Error: clip(msg), Retryable: &retryable})
 }
 
 // Release implements Backend.
 func (r *Remote) Release(ctx context.Context, l queue.Lease) (queue.Job, error) {
-	return r.jobWrite(ctx, l, "release", nil)
+	return r.jobWrite(ctx, l, workerapi.ActionRelease, workerapi.Lease(l.Token))
 }
 
 // AckCancel implements Backend.
 func (r *Remote) AckCancel(ctx context.Context, l queue.Lease) (queue.Job, error) {
-	return r.jobWrite(ctx, l, "cancelled", nil)
+	return r.jobWrite(ctx, l, workerapi.ActionCancelled, workerapi.Lease(l.Token))
 }
 
 // Progress implements Backend.
 func (r *Remote) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
-	return r.call(ctx, http.MethodPost, r.jobPath(l, "progress"),
-		leaseBody(l, map[string]any{"progress": fraction, "message": message}), nil, true)
+	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionProgress),
+		workerapi.ProgressRequest{LeaseRequest: workerapi.Lease(l.Token), Progress: fraction, Message: clip(message)}, nil, true)
 }
 
 // StartEffect implements Backend.
 func (r *Remote) StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error) {
-	var out queue.EffectStart
-	err := r.call(ctx, http.MethodPost, r.jobPath(l, "effects"),
-		leaseBody(l, map[string]any{"action": "start", "key": key}), &out, true)
-	return out, err
+	var out workerapi.EffectStartResponse
+	err := r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionEffects),
+		workerapi.EffectRequest{LeaseRequest: workerapi.Lease(l.Token), Action: workerapi.EffectStart, Key: key}, &out, true)
+	return queue.EffectStart{Done: out.Done, Result: out.Result, IdempotencyKey: out.IdempotencyKey}, err
 }
 
 // FinishEffect implements Backend.
 func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error {
-	return r.call(ctx, http.MethodPost, r.jobPath(l, "effects"),
-		leaseBody(l, map[string]any{"action": "finish", "key": key, "result": result}), nil, true)
+	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionEffects),
+		workerapi.EffectRequest{LeaseRequest: workerapi.Lease(l.Token), Action: workerapi.EffectFinish, Key: key, Result: result}, nil, true)
 }
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
 func (r *Remote) WorkerSeen(ctx context.Context, _ string, devices, queues []string) error {
-	return r.call(ctx, http.MethodPost, "/api/v1/worker/presence",
-		map[string]any{"devices": devices, "queues": queues}, nil, false)
+	return r.call(ctx, http.MethodPost, workerapi.PresencePath,
+		workerapi.PresenceRequest{Devices: devices, Queues: queues}, nil, false)
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,
@@ -165,10 +180,10 @@ func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string,
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
-		err := mw.WriteField("lease_token", strconv.FormatInt(l.Token, 10))
+		err := mw.WriteField(workerapi.ArtifactTokenField, strconv.FormatInt(l.Token, 10))
 		if err == nil {
 			var part io.Writer
-			if part, err = mw.CreateFormFile("file", name); err == nil {
+			if part, err = mw.CreateFormFile(workerapi.ArtifactFileField, name); err == nil {
 				if _, err = io.Copy(part, body); err == nil {
 					err = mw.Close()
 				}
@@ -176,35 +191,39 @@ func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string,
 		}
 		pw.CloseWithError(err)
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base.String()+r.jobPath(l, "artifacts"), pr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base.String()+jobPath(l, workerapi.ActionArtifacts), pr)
 	if err != nil {
 		pr.Close()
 		return queue.Artifact{}, err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	var out queue.Artifact
+	var out workerapi.Artifact
 	err = r.do(req, &out)
 	pr.Close()
-	return out, err
+	return out.ToQueue(l.JobID), err
 }
 
-func (r *Remote) jobWrite(ctx context.Context, l queue.Lease, action string, fields map[string]any) (queue.Job, error) {
-	var job queue.Job
-	err := r.call(ctx, http.MethodPost, r.jobPath(l, action), leaseBody(l, fields), &job, true)
-	return job, err
+func (r *Remote) jobWrite(ctx context.Context, l queue.Lease, action string, body any) (queue.Job, error) {
+	var job workerapi.Job
+	err := r.call(ctx, http.MethodPost, jobPath(l, action), body, &job, true)
+	return job.ToQueue(), err
 }
 
-func (r *Remote) jobPath(l queue.Lease, action string) string {
-	return fmt.Sprintf("/api/v1/worker/jobs/%d/%s", l.JobID, action)
-}
-
-func leaseBody(l queue.Lease, fields map[string]any) map[string]any {
-	body := map[string]any{"lease_token": l.Token}
-	for k, v := range fields {
-		body[k] = v
+// clip cuts a message to what the server takes, at a character boundary,
+// as the queue does for a direct worker: a long stderr must not turn a
+// failure into a refused write and an expired lease.
+func clip(msg string) string {
+	if len(msg) <= workerapi.MaxMessageBytes {
+		return msg
 	}
-	return body
+	cut := workerapi.MaxMessageBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
+
+func jobPath(l queue.Lease, action string) string { return workerapi.JobPath(l.JobID, action) }
 
 // call sends a JSON request and decodes the answer into out. With retry,
 // transport errors and 5xx/429 answers are retried with backoff until ctx
@@ -227,11 +246,7 @@ func (r *Remote) call(ctx context.Context, method, path string, body, out any, r
 			req.Header.Set("Content-Type", "application/json")
 		}
 		err = r.do(req, out)
-		var se *statusError
-		transient := err != nil && ctx.Err() == nil &&
-			(!errors.As(err, &se) || se.status >= 500 || se.status == http.StatusTooManyRequests) &&
-			!errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, ErrUnauthorized)
-		if !retry || !transient {
+		if !retry || ctx.Err() != nil || !transient(err) {
 			return err
 		}
 		r.log.Warn("server unreachable; retrying", "path", path, "err", err, "retry_in", delay)
@@ -257,17 +272,18 @@ func (r *Remote) do(req *http.Request, out any) error {
 		return fmt.Errorf("%s %s: reading answer: %w", req.Method, req.URL.Path, err)
 	}
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Error string `json:"error"`
-		}
+		var e workerapi.Error
 		_ = json.Unmarshal(raw, &e)
 		switch {
-		case resp.StatusCode == http.StatusConflict && e.Error == "lease lost":
+		case resp.StatusCode == http.StatusConflict && e.Error == workerapi.LeaseLost:
 			return queue.ErrLeaseLost
 		case resp.StatusCode == http.StatusNotFound && strings.Contains(req.URL.Path, "/jobs/"):
 			return queue.ErrNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return ErrUnauthorized
+		case resp.StatusCode == http.StatusBadRequest && e.Field != "":
+			// The same error a direct worker gets from the queue.
+			return &queue.ValidationError{Field: e.Field, Message: e.Error}
 		}
 		return &statusError{status: resp.StatusCode, msg: cmp.Or(e.Error, strings.TrimSpace(string(raw)))}
 	}

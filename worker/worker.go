@@ -113,18 +113,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if free := w.cfg.Concurrency - inflight; free > 0 {
 			sent := time.Now()
-			jobs, err := w.claim(ctx, free)
+			claim, err := w.claim(ctx, free)
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("claim failed", "err", err)
 			}
-			for _, job := range jobs {
+			start := leaseStart(sent, time.Now(), claim.Waited)
+			for _, job := range claim.Jobs {
 				inflight++
 				jobsWG.Go(func() {
-					w.run(jobsCtx, job, sent)
+					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)))
 					done <- struct{}{}
 				})
 			}
-			if len(jobs) == free {
+			if len(claim.Jobs) == free {
 				continue // there may be more
 			}
 		}
@@ -160,49 +161,115 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) claim(ctx context.Context, limit int) ([]queue.Job, error) {
+// claim leases up to limit jobs. Shutdown cuts a remote claim's long
+// poll, but not a direct claim's one statement: cut after it committed,
+// the jobs it leased would be known to nobody until their leases ran out
+// (counted attempts), instead of being run within the grace period and
+// released.
+func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
+	if _, waits := w.backend.(*Remote); !waits {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+	}
 	return w.backend.Claim(ctx, queue.ClaimParams{
 		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
 	})
 }
 
+// leaseStart is the moment, by this worker's clock, from which it counts a
+// lease it was just given; the lease must never be believed to last
+// longer than it does by the database clock.
+//
+// The database set lease_until = now() + lease, now() being the claim
+// statement's start, T. The worker cannot read T, but it can bound it from
+// below: the request left at sent, the server received it no earlier, and
+// then held it for waited (its long poll, by its own clock) before it
+// began the statement; so T >= sent + waited, and sent + waited + lease is
+// no later than lease_until, which is what safety needs. Counting from
+// sent alone (as before) is safe too, but charges the lease with the
+// server's waiting: a job that arrived 20s into a 25s poll had 10s of a
+// 30s lease left, and a 6s lease was already over on arrival.
+//
+// waited cannot exceed received - sent (the answer came after the claim):
+// a larger figure, from a confused or lying server, is capped there, so
+// no lease is believed to end later than received + lease. Clock rates of
+// the two machines are taken as equal; the heartbeat's margin absorbs
+// drift over one lease.
+func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
+	return sent.Add(min(max(waited, 0), received.Sub(sent)))
+}
+
 // run runs one job to its end and writes the outcome, unless the lease was
-// lost: then the worker writes nothing more for it.
-func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time) {
+// lost: then the worker writes nothing more for it. validUntil is when the
+// lease ends at the earliest, by this worker's clock.
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time) {
+	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
 	log.Info("job claimed", "kind", job.Kind)
+
+	if !time.Now().Before(validUntil.Add(-w.margin())) {
+		// The claim's answer came too late to trust its lease (held up on
+		// the network, say): ask the database before starting anything.
+		var ok bool
+		if validUntil, ok = w.confirm(jobsCtx, lease, log); !ok {
+			return
+		}
+	}
 
 	execCtx, stop := context.WithCancelCause(jobsCtx)
 	defer stop(nil)
 	beatDone := make(chan struct{})
 	var beatWG sync.WaitGroup
-	beatWG.Go(func() { w.heartbeat(execCtx, job, lease, claimedAt, stop, beatDone, log) })
+	beatWG.Go(func() { validUntil = w.heartbeat(execCtx, lease, validUntil, stop, beatDone, log) })
 
 	result, err := w.cfg.Executor.Run(execCtx, job, reporter{backend: w.backend, lease: lease})
 	cause := context.Cause(execCtx)
 	close(beatDone)
 	beatWG.Wait()
+	if errors.Is(cause, errLeaseLost) {
+		log.Warn("job stopped: lease lost; writing nothing")
+		return
+	}
 
-	// Writes of the outcome must happen even while the worker shuts down.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), 30*time.Second)
+	// Writes of the outcome must happen even while the worker shuts down,
+	// and are retried through outages for as long as the lease lasts:
+	// after that the database refuses them anyway.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 	defer cancel()
 	var werr error
 	switch {
-	case errors.Is(cause, errLeaseLost):
-		log.Warn("job stopped: lease lost; writing nothing")
-		return
 	case err == nil:
-		werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result})
-		log.Info("job succeeded", "took", time.Since(claimedAt))
+		werr = queue.CheckResult(result) // the rule the queue applies, before anything is sent
+		if werr == nil {
+			werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result})
+		}
+		if refused(werr) {
+			// A result the queue will never take: end the attempt with the
+			// reason now, rather than let its lease run out unexplained.
+			log.Warn("result refused; failing the attempt", "err", werr)
+			reason := "result refused: " + werr.Error()
+			werr = w.retry(ctx, "fail", func(ctx context.Context) error {
+				_, ferr := w.backend.Fail(ctx, lease, reason, true)
+				return ferr
+			})
+			break
+		}
+		if werr == nil {
+			log.Info("job succeeded", "took", time.Since(claimedAt))
+		}
 	case errors.Is(cause, errCancelled):
-		_, werr = w.backend.AckCancel(ctx, lease)
+		werr = w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr })
 		log.Info("job cancelled")
 	case errors.Is(cause, errShutdown):
-		_, werr = w.backend.Release(ctx, lease)
+		werr = w.retry(ctx, "release", func(ctx context.Context) error { _, rerr := w.backend.Release(ctx, lease); return rerr })
 		log.Info("job released at shutdown")
 	default:
-		_, werr = w.backend.Fail(ctx, lease, err.Error(), !IsPermanent(err))
+		werr = w.retry(ctx, "fail", func(ctx context.Context) error {
+			_, ferr := w.backend.Fail(ctx, lease, err.Error(), !IsPermanent(err))
+			return ferr
+		})
 		log.Info("job failed", "err", err, "permanent", IsPermanent(err))
 	}
 	if werr != nil {
@@ -210,20 +277,75 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, claimedAt time.Time
 	}
 }
 
-// heartbeat renews the lease every Heartbeat until done closes. A refused
-// renewal stops the executor at once. When renewals fail for another reason
-// (database unreachable), the worker fences itself: it stops the executor
-// before the lease could have run out by the database clock, measured from
-// the moment the last successful renewal was sent.
-func (w *Worker) heartbeat(ctx context.Context, job queue.Job, lease queue.Lease, claimedAt time.Time, stop context.CancelCauseFunc,
-	done <-chan struct{}, log *slog.Logger) {
+// retry runs write until it succeeds, fails for a reason retrying cannot
+// change, or ctx (the lease's deadline) ends; it backs off from 50ms to
+// 2s between tries, so that a database or server restart of a few
+// seconds costs no finished work.
+func (w *Worker) retry(ctx context.Context, op string, write func(context.Context) error) error {
+	return retryWrite(ctx, w.log, op, write)
+}
+
+func retryWrite(ctx context.Context, log *slog.Logger, op string, write func(context.Context) error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := write(ctx)
+		if !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("writing outcome failed; retrying until the lease ends", "op", op, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// margin is how long before its lease could end the worker stops a job it
+// cannot renew.
+func (w *Worker) margin() time.Duration { return min(w.cfg.Heartbeat/2, time.Second) }
+
+// confirm renews a lease whose claim answered too late for the worker to
+// count on it, before its executor starts: a renewal the database accepts
+// proves the lease is current and says how long it has. Otherwise the job
+// is left alone (nothing has run; its lease runs out and the reaper takes
+// it back).
+func (w *Worker) confirm(ctx context.Context, lease queue.Lease, log *slog.Logger) (validUntil time.Time, ok bool) {
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
+	defer cancel()
+	sent := time.Now()
+	res, err := w.backend.Heartbeat(callCtx, lease)
+	if err != nil {
+		log.Warn("the claim came too late to count on its lease, and renewing it failed: not running the job", "err", err)
+		return time.Time{}, false
+	}
+	validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
+	if !time.Now().Before(validUntil.Add(-w.margin())) {
+		log.Warn("the claim came too late to count on its lease: not running the job", "lease_valid_for", time.Until(validUntil))
+		return time.Time{}, false
+	}
+	log.Info("a late claim's lease confirmed by renewal", "lease_valid_for", time.Until(validUntil))
+	return validUntil, true
+}
+
+// heartbeat renews the lease every Heartbeat until done closes, and
+// returns when the lease ends at the earliest. A refused renewal stops the
+// executor at once. When renewals fail for another reason (database
+// unreachable), the worker fences itself: it stops the executor before the
+// lease could have run out by the database clock, measured from the moment
+// the last successful renewal was sent.
+func (w *Worker) heartbeat(ctx context.Context, lease queue.Lease, validUntil time.Time, stop context.CancelCauseFunc,
+	done <-chan struct{}, log *slog.Logger) time.Time {
 	// Deadlines here are local, measured from when a request was sent, by
 	// durations the database computed: the two clocks are never compared.
-	validUntil := claimedAt.Add(w.cfg.Lease)
-	if job.LeaseUntil != nil && job.HeartbeatAt != nil {
-		validUntil = claimedAt.Add(job.LeaseUntil.Sub(*job.HeartbeatAt))
-	}
-	margin := min(w.cfg.Heartbeat/2, time.Second)
+	// A renewal in flight when the job ends is abandoned: the outcome's
+	// write should not wait for it, and the lease it might have extended
+	// is only longer than validUntil says.
+	callBase, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	go func() { <-done; abandon() }()
+	margin := w.margin()
 	wait := w.cfg.Heartbeat
 	cancelled := false
 	for {
@@ -231,29 +353,31 @@ func (w *Worker) heartbeat(ctx context.Context, job queue.Job, lease queue.Lease
 		select {
 		case <-done:
 			timer.Stop()
-			return
+			return validUntil
 		case <-timer.C:
 		}
 		if !time.Now().Before(validUntil.Add(-margin)) {
-			log.Warn("fencing: lease could not be renewed in time")
+			log.Warn("fencing: lease could not be renewed in time", "lease_valid_for", time.Until(validUntil))
 			stop(errLeaseLost)
-			return
+			return validUntil
 		}
 		sent := time.Now()
-		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), validUntil.Add(-margin))
+		callCtx, cancel := context.WithDeadline(callBase, validUntil.Add(-margin))
 		res, err := w.backend.Heartbeat(callCtx, lease)
 		cancel()
 		switch {
+		case callBase.Err() != nil:
+			return validUntil // the job ended meanwhile
 		case errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, queue.ErrNotFound):
 			log.Warn("heartbeat refused: lease lost")
 			stop(errLeaseLost)
-			return
+			return validUntil
 		case err != nil:
 			log.Warn("heartbeat failed", "err", err, "lease_valid_for", time.Until(validUntil))
 			wait = min(w.cfg.Heartbeat, 250*time.Millisecond)
 			continue
 		}
-		validUntil = sent.Add(res.Remaining)
+		validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
 		wait = w.cfg.Heartbeat
 		if res.CancelRequested && !cancelled {
 			cancelled = true
@@ -285,7 +409,11 @@ func wakeUp(wake chan<- struct{}) {
 func (w *Worker) presence(ctx context.Context) {
 	every := min(w.cfg.Heartbeat, 5*time.Second)
 	for {
-		if err := w.backend.WorkerSeen(ctx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues); err != nil && ctx.Err() == nil {
+		// Bounded, so that a network gone silent cannot stall presence.
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := w.backend.WorkerSeen(callCtx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("recording presence", "err", err)
 		}
 		select {
@@ -314,6 +442,10 @@ func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStar
 }
 
 func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawMessage) error {
+	// Checked before sending, for both kinds of worker: a *queue.ValidationError.
+	if err := queue.CheckResult(result); err != nil {
+		return err
+	}
 	return r.backend.FinishEffect(ctx, r.lease, key, result)
 }
 
