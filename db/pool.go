@@ -46,6 +46,13 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}
+	// pgxpool pings a connection idle for over a second before handing it
+	// out, and PostgreSQL counts each ping as a transaction: an idle server
+	// and worker made more pings than statements. A connection broken
+	// while idle still fails its first query, which every caller retries.
+	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > time.Minute
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating pool: %w", err)

@@ -66,7 +66,7 @@ func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []er
 		}
 		job, ok := done[cm.Lease]
 		if !ok {
-			errs[i] = c.refused(ctx, "complete", cm.Lease)
+			job, errs[i] = c.completedBefore(ctx, cm.Lease)
 		}
 		jobs[i] = job
 	}
@@ -78,4 +78,16 @@ func derefOr(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// completedBefore answers a completion the fence refused: a repeat of one
+// that succeeded under the same lease (a retry after its answer was lost)
+// gets the job; anything else is a refused write.
+func (c *Client) completedBefore(ctx context.Context, l Lease) (Job, error) {
+	job, err := c.Get(ctx, l.JobID)
+	if err == nil && job.State == StateSucceeded && job.LeaseToken == l.Token &&
+		job.LeaseOwner != nil && *job.LeaseOwner == l.WorkerID {
+		return job, nil
+	}
+	return Job{}, c.refused(ctx, "complete", l)
 }

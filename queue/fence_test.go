@@ -217,3 +217,35 @@ func TestCompleteChecksTheResult(t *testing.T) {
 		t.Fatalf("an object result: %v", err)
 	}
 }
+
+// A completion retried after its answer was lost succeeds again (the job,
+// unchanged) instead of reading as a stale write on a job that succeeded;
+// a different lease completing it is still refused.
+func TestRepeatedCompletionIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	job := f.insert(t, jobOpts{})
+	l := leaseOf(f.claimOne(t, "w1", time.Minute))
+	first, err := f.client.Complete(f.ctx, l, json.RawMessage(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.client.Complete(f.ctx, l, json.RawMessage(`{"n":2}`))
+	if err != nil || again.State != queue.StateSucceeded || string(again.Result) != string(first.Result) {
+		t.Fatalf("repeat completion: %v, job %s result %s; want the first result back", err, again.State, again.Result)
+	}
+	other := queue.Lease{JobID: l.JobID, Token: l.Token, WorkerID: "w2"}
+	if _, err := f.client.Complete(f.ctx, other, nil); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("another worker completing it: %v, want ErrLeaseLost", err)
+	}
+	d, _ := f.client.Detail(f.ctx, job.ID)
+	refusals := 0
+	for _, e := range d.Events {
+		if e.Type == "stale_write_refused" {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		t.Fatalf("%d refusals on the timeline, want 1 (w2's)", refusals)
+	}
+}

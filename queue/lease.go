@@ -13,6 +13,24 @@ import (
 	"github.com/leasehold/leasehold/db"
 )
 
+// Lease bounds, for every kind of worker: a claim asks for a lease, and
+// gets it clamped to [MinLease, MaxLease] (the jobs table's lease_ms check
+// repeats them, as a last line). DefaultLease is what a worker asks for
+// unless told otherwise.
+const (
+	MinLease     = 100 * time.Millisecond
+	MaxLease     = time.Hour
+	DefaultLease = 30 * time.Second
+)
+
+// ClampLease is lease within the bounds; zero means DefaultLease.
+func ClampLease(lease time.Duration) time.Duration {
+	if lease == 0 {
+		return DefaultLease
+	}
+	return min(max(lease, MinLease), MaxLease)
+}
+
 // ClaimParams says who claims what.
 type ClaimParams struct {
 	WorkerID string
@@ -30,7 +48,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
-	lease := min(max(p.Lease, MinLease), MaxLease)
+	lease := ClampLease(p.Lease)
 	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),

@@ -15,8 +15,6 @@ const (
 	MaxPayloadBytes    = 1 << 20
 	MaxBatch           = 10_000
 	MaxAttemptsLimit   = 1000
-	MinLease           = 100 * time.Millisecond
-	MaxLease           = time.Hour
 	maxBackoffMs       = 7 * 24 * 3600 * 1000
 	maxIdempotencyKey  = 255
 	maxApp             = 255

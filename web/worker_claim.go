@@ -104,7 +104,7 @@ func claimParams(r workerapi.ClaimRequest, worker string) (queue.ClaimParams, ti
 		return queue.ClaimParams{}, 0, badRequest("limit", "must be between 1 and %d", maxClaimLimit)
 	}
 	if r.LeaseMs == 0 {
-		r.LeaseMs = 30_000
+		r.LeaseMs = queue.DefaultLease.Milliseconds()
 	}
 	lease := time.Duration(r.LeaseMs) * time.Millisecond
 	if r.LeaseMs < 0 || lease < queue.MinLease || lease > queue.MaxLease {

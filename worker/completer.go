@@ -12,6 +12,11 @@ import (
 // maxCompletionBatch bounds one completion statement.
 const maxCompletionBatch = 500
 
+// completionLinger is how long a batch that found company waits for more:
+// under load, batches grow with it (fewer commits and statements per job);
+// a lone completion of an idle worker still leaves at once.
+const completionLinger = 2 * time.Millisecond
+
 type completion struct {
 	queue.Completion
 	// ctx ends when the completion is no longer worth writing: its lease
@@ -70,17 +75,36 @@ func (cp *completer) run(ctx context.Context) {
 		case c := <-cp.in:
 			batch = append(batch, c)
 		}
-	more:
-		for len(batch) < maxCompletionBatch {
-			select {
-			case c := <-cp.in:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
+		batch = cp.gather(batch)
 		cp.write(ctx, batch)
 	}
+}
+
+// gather adds to batch what is queued, and when that was anything (the
+// worker is busy), what arrives within completionLinger.
+func (cp *completer) gather(batch []completion) []completion {
+	var linger <-chan time.Time
+	for len(batch) < maxCompletionBatch {
+		select {
+		case c := <-cp.in:
+			batch = append(batch, c)
+			if linger == nil {
+				linger = time.After(completionLinger)
+			}
+			continue
+		default:
+		}
+		if linger == nil {
+			return batch
+		}
+		select {
+		case c := <-cp.in:
+			batch = append(batch, c)
+		case <-linger:
+			return batch
+		}
+	}
+	return batch
 }
 
 // write writes batch, retrying while the failure is transient.

@@ -25,7 +25,8 @@ type Config struct {
 	Heartbeat   time.Duration // default Lease/3
 	Grace       time.Duration // how long running jobs may finish at shutdown, default 30s
 	// Poll is the fallback claim period; notifications normally wake the
-	// worker first. Default 1s.
+	// worker first. Default 30s for a direct worker (it hears of new jobs
+	// by LISTEN), 1s between a remote worker's long polls.
 	Poll time.Duration
 	// Reaper runs a standby reaper in this process, so expired leases are
 	// recovered even while no server runs. Needs Pool.
@@ -61,14 +62,30 @@ func New(cfg Config) *Worker {
 		cfg.Queues = []string{"default"}
 	}
 	cfg.Concurrency = max(cfg.Concurrency, 1)
-	cfg.Lease = min(max(cmp.Or(cfg.Lease, 30*time.Second), queue.MinLease), queue.MaxLease)
+	cfg.Lease = queue.ClampLease(cfg.Lease)
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, cfg.Lease/3)
 	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
-	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	if cfg.Poll == 0 {
+		// A direct worker hears of new jobs by LISTEN, so its poll is a
+		// rare fallback; a remote one long-polls the server.
+		cfg.Poll = time.Second
+		if cfg.Pool != nil {
+			cfg.Poll = 30 * time.Second
+		}
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	log := cfg.Logger.With("worker", cfg.ID)
 	return &Worker{backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log}
 }
+
+// claimLinger is how long a busy worker waits after a job ends for more
+// to end before it claims for the freed slots. A worker whose slots are
+// all free claims at once.
+const claimLinger = 2 * time.Millisecond
+
+// presenceEvery is how often a worker reports itself alive (/workers
+// counts a worker seen within the last minute as online).
+const presenceEvery = 10 * time.Second
 
 // Errors that say why a job's executor was stopped.
 var (
@@ -129,20 +146,40 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue // there may be more
 			}
 		}
+		freed := false
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-poll.C:
 		case <-done:
 			inflight--
+			freed = true
 		}
-		// Claim for every slot freed meanwhile in one statement.
-		for drained := false; !drained; {
+		// Claim for every slot freed meanwhile in one statement; while
+		// other jobs run, give them a moment to finish too, so that claims
+		// grow with the load instead of taking one job at a time.
+		var linger <-chan time.Time
+		if freed && inflight > 0 {
+			linger = time.After(claimLinger)
+		}
+	drain:
+		for {
+			if linger == nil {
+				select {
+				case <-done:
+					inflight--
+					continue
+				default:
+					break drain
+				}
+			}
 			select {
 			case <-done:
 				inflight--
-			default:
-				drained = true
+			case <-linger:
+				break drain
+			case <-ctx.Done():
+				break drain
 			}
 		}
 	}
@@ -407,7 +444,7 @@ func wakeUp(wake chan<- struct{}) {
 
 // presence records this worker as alive for /workers and the stats.
 func (w *Worker) presence(ctx context.Context) {
-	every := min(w.cfg.Heartbeat, 5*time.Second)
+	every := presenceEvery
 	for {
 		// Bounded, so that a network gone silent cannot stall presence.
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
