@@ -19,9 +19,12 @@ import (
 
 const idleDB = "leasehold_idle"
 
-// idleWarmup lets programs finish starting (migrations, first presence
-// writes, listeners) before the idle window opens.
-const idleWarmup = 3 * time.Second
+// idleWarmup lets programs finish starting before the idle window opens:
+// migrations, first presence writes, listeners, and the autovacuum
+// launcher's first visit of a fresh database (tens of analyze
+// transactions in the first seconds, counted as commits like any other).
+// Both systems get the same warm-up.
+const idleWarmup = 15 * time.Second
 
 // idle measures what an idle deployment costs PostgreSQL: a Leasehold
 // server plus one idle direct worker, then one idle River client with its
