@@ -40,6 +40,7 @@ type bench struct {
 	admin      *admin
 	tmp        string
 	statements bool
+	stops      []func()
 }
 
 type result struct {
@@ -75,6 +76,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
 	if *only != "" && *only != "leasehold" && *only != "river" {
@@ -100,7 +102,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *only != "river" || *idle > 0 {
+	if *only != "river" || *idle > 0 || *soak > 0 {
 		if err := buildBinaries(ctx, repoDir, tmp); err != nil {
 			return err
 		}
@@ -110,12 +112,15 @@ func run() error {
 		if *keep {
 			return
 		}
-		for _, name := range []string{leaseholdDB, riverDB, idleDB} {
+		for _, name := range []string{leaseholdDB, riverDB, idleDB, soakDB} {
 			_ = a.dropDatabase(context.Background(), name)
 		}
 	}()
 	if *idle > 0 {
 		return b.idle(ctx, *idle)
+	}
+	if *soak > 0 {
+		return b.soak(ctx, *soak)
 	}
 
 	systems := []func(context.Context, int) (result, error){b.runLeasehold, b.runRiver}

@@ -52,6 +52,7 @@ func BenchmarkReclaimDelay(b *testing.B) {
 	}
 	b.ReportMetric(at(0.5), "p50-ms")
 	b.ReportMetric(at(0.95), "p95-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
 	b.ReportMetric(float64(delays[len(delays)-1].Microseconds())/1000, "max-ms")
 	b.ReportMetric(0, "ns/op")
 }
