@@ -48,6 +48,9 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
+	if err := checkDevices(p.Devices); err != nil {
+		return nil, err
+	}
 	lease := ClampLease(p.Lease)
 	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),

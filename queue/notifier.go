@@ -23,6 +23,7 @@ type JobNotifier struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	next   *notification
+	latest uint64 // seq of the last notification published
 }
 
 // notification is one link of a chain: done is closed when it arrives,
@@ -30,6 +31,7 @@ type JobNotifier struct {
 type notification struct {
 	done   chan struct{}
 	queues string // comma-separated; "" means every queue
+	seq    uint64 // 1, 2, 3, … in the order published
 	after  *notification
 }
 
@@ -82,7 +84,8 @@ func (n *JobNotifier) session(ctx context.Context) error {
 func (n *JobNotifier) publish(queues string) {
 	n.mu.Lock()
 	cur := n.next
-	cur.queues, cur.after = queues, &notification{done: make(chan struct{})}
+	n.latest++
+	cur.queues, cur.seq, cur.after = queues, n.latest, &notification{done: make(chan struct{})}
 	n.next = cur.after
 	close(cur.done)
 	n.mu.Unlock()
@@ -91,8 +94,9 @@ func (n *JobNotifier) publish(queues string) {
 // Waiter is a position in the notification stream. Take one before
 // looking for jobs, so that nothing sent after the look is missed.
 type Waiter struct {
-	n   *JobNotifier
-	cur *notification
+	n    *JobNotifier
+	cur  *notification
+	seen uint64
 }
 
 // Waiter returns a waiter positioned at the next notification.
@@ -112,9 +116,73 @@ func (w *Waiter) Wait(ctx context.Context, queues []string) error {
 		case <-w.cur.done:
 		}
 		got := w.cur.queues
+		w.seen = w.cur.seq
 		w.cur = w.cur.after
 		if got == "" || slices.ContainsFunc(strings.Split(got, ","), func(q string) bool { return slices.Contains(queues, q) }) {
 			return nil
 		}
 	}
+}
+
+// Seen is the notification that ended the last Wait.
+func (w *Waiter) Seen() uint64 { return w.seen }
+
+// Latest is the last notification published so far.
+func (n *JobNotifier) Latest() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.latest
+}
+
+// ClaimGate keeps a crowd of long-polling claims from all running a claim
+// statement when one notification wakes them: a thousand idle home
+// workers would otherwise make a thousand claims for every job announced.
+// Woken claims take one of a few slots in turn, and one whose notification
+// is older than the start of a claim with the same key (queues and
+// devices) that came back empty skips its claim: that claim saw every job
+// the notification announced, and they are all taken.
+type ClaimGate struct {
+	notifier *JobNotifier
+	slots    chan struct{}
+	mu       sync.Mutex
+	empty    map[string]uint64 // key → latest notification when an empty claim began
+}
+
+// maxGateKeys bounds the memory of empty claims; past it, the gate
+// forgets them all (a forgotten one only costs a claim).
+const maxGateKeys = 10_000
+
+// NewClaimGate returns a gate that lets concurrent woken claims run at once.
+func NewClaimGate(n *JobNotifier, concurrent int) *ClaimGate {
+	return &ClaimGate{notifier: n, slots: make(chan struct{}, max(concurrent, 1)), empty: map[string]uint64{}}
+}
+
+// Claim runs claim for a waiter that w woke, unless it need not. It returns
+// no jobs and no error when it skipped, or when ctx ended while it waited
+// for a slot.
+func (g *ClaimGate) Claim(ctx context.Context, w *Waiter, p ClaimParams, claim func() ([]Job, error)) ([]Job, error) {
+	select {
+	case g.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	defer func() { <-g.slots }()
+	key := strings.Join(p.Queues, ",") + "|" + strings.Join(p.Devices, ",")
+	g.mu.Lock()
+	skip := g.empty[key] >= w.Seen()
+	g.mu.Unlock()
+	if skip {
+		return nil, nil
+	}
+	began := g.notifier.Latest()
+	jobs, err := claim()
+	if err == nil && len(jobs) == 0 {
+		g.mu.Lock()
+		if len(g.empty) >= maxGateKeys {
+			clear(g.empty)
+		}
+		g.empty[key] = max(g.empty[key], began)
+		g.mu.Unlock()
+	}
+	return jobs, err
 }

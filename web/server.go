@@ -57,6 +57,7 @@ type server struct {
 	artifactsDir string
 	metrics      *Metrics
 	jobs         *queue.JobNotifier
+	claims       *queue.ClaimGate
 	auth         *auth.Service
 	artifacts    *artifact.Store
 	// readTimeout and uploadReadTimeout bound how long a body may take.
@@ -83,6 +84,10 @@ func New(cfg Config) *echo.Echo {
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
+	}
+	if s.jobs != nil {
+		// A few woken long polls claim at a time (queue.ClaimGate).
+		s.claims = queue.NewClaimGate(s.jobs, 4)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)

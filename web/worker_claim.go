@@ -23,7 +23,6 @@ const (
 
 var (
 	queueNamePattern = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
-	deviceLabel      = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 )
 
 // workerClaim leases up to limit due jobs to the calling worker, with the
@@ -65,11 +64,17 @@ func (s *server) workerClaim(c echo.Context) error {
 		// the server's one LISTEN connection.
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
+		// Of the crowd one notification wakes, claims take turns and skip
+		// once the announced jobs are gone (queue.ClaimGate).
 		for len(jobs) == 0 && waiter.Wait(wctx, p.Queues) == nil {
-			waited = time.Since(received)
-			if jobs, err = s.queue.Claim(ctx, p); err != nil {
+			claimed, err := s.claims.Claim(wctx, waiter, p, func() ([]queue.Job, error) {
+				waited = time.Since(received)
+				return s.queue.Claim(ctx, p)
+			})
+			if err != nil {
 				return err
 			}
+			jobs = claimed
 		}
 	}
 	out := workerapi.ClaimResponse{Jobs: make([]workerapi.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds()}
@@ -90,11 +95,6 @@ func claimParams(r workerapi.ClaimRequest, worker string) (queue.ClaimParams, ti
 	for _, q := range r.Queues {
 		if !queueNamePattern.MatchString(q) {
 			return queue.ClaimParams{}, 0, badRequest("queues", "each must match [a-z0-9_.-]{1,64}")
-		}
-	}
-	for _, d := range r.Devices {
-		if !deviceLabel.MatchString(d) {
-			return queue.ClaimParams{}, 0, badRequest("devices", "each must match [A-Za-z0-9_.:-]{1,64}")
 		}
 	}
 	if r.Limit == 0 {

@@ -1,0 +1,73 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// One notification wakes every waiting long poll. Only a few claim at a
+// time, and once a claim that began after the notification comes back
+// empty, the others skip theirs: three jobs for forty waiters cost a
+// handful of claims, not forty. A later notification is claimed for again.
+func TestClaimGateSkipsClaimsOnceTheJobsAreGone(t *testing.T) {
+	t.Parallel()
+	n := NewJobNotifier(nil, nil)
+	gate := NewClaimGate(n, 4)
+	var available, claims atomic.Int64
+	claim := func() ([]Job, error) {
+		claims.Add(1)
+		time.Sleep(2 * time.Millisecond) // a claim statement takes a moment
+		if available.Add(-1) >= 0 {
+			return []Job{{ID: 1}}, nil
+		}
+		available.Add(1)
+		return nil, nil
+	}
+	p := ClaimParams{Queues: []string{"default"}}
+	round := func(waiters int, jobs int64) (got int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ready := sync.WaitGroup{}
+		var wg sync.WaitGroup
+		var won atomic.Int64
+		for range waiters {
+			ready.Add(1)
+			wg.Go(func() {
+				w := n.Waiter()
+				ready.Done()
+				if err := w.Wait(ctx, p.Queues); err != nil {
+					t.Error(err)
+					return
+				}
+				jobs, err := gate.Claim(ctx, w, p, claim)
+				if err != nil {
+					t.Error(err)
+				}
+				won.Add(int64(len(jobs)))
+			})
+		}
+		ready.Wait()
+		available.Store(jobs)
+		n.publish("default")
+		wg.Wait()
+		return won.Load()
+	}
+
+	if got := round(40, 3); got != 3 {
+		t.Fatalf("the waiters got %d jobs, want 3", got)
+	}
+	if c := claims.Load(); c > 3+4 {
+		t.Fatalf("%d claims for 3 jobs and 40 waiters, want at most the 3 that win and one per slot", c)
+	}
+	// A new notification is not skipped because of the old empty claim.
+	claims.Store(0)
+	if got := round(10, 2); got != 2 {
+		t.Fatalf("after a second notification the waiters got %d jobs, want 2", got)
+	}
+	if c := claims.Load(); c < 2 || c > 2+4 {
+		t.Fatalf("%d claims for the second notification", c)
+	}
+}
