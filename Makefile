@@ -8,7 +8,7 @@ ADDR ?= $(or $(LEASEHOLD_ADDR),127.0.0.1:8080)
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
 export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
-.PHONY: run build test test-private check generate bench bench-river experiment clean
+.PHONY: run build test test-private check lint-openapi generate bench bench-river experiment release clean
 
 build:
 	$(GO) build -o bin/ ./cmd/server ./cmd/worker
@@ -66,6 +66,13 @@ check:
 	$(GO) tool templ generate -path templates >/dev/null 2>&1; \
 	after=$$(cat templates/*_templ.go | sha256sum); \
 	test "$$before" = "$$after" || { echo "templ: generated code did not match its .templ sources (now regenerated: commit it)"; exit 1; }
+	$(MAKE) --no-print-directory lint-openapi
+
+# The API's OpenAPI document, with Redocly's recommended rules (from the
+# npm registry; needs node and npm).
+REDOCLY ?= @redocly/cli@2.77.0
+lint-openapi:
+	npx --yes $(REDOCLY) lint --extends=recommended web/openapi.json
 
 generate:
 	$(GO) tool sqlc generate

@@ -18,6 +18,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/health/ready", s.healthReady)
 	e.HEAD("/health/ready", s.healthReady)
 	e.GET("/metrics", s.metricsHandler())
+	e.GET("/api/v1/openapi.json", s.openapiGet) // the API describes itself
 
 	// JSON API for people and scripts: admin tokens only. Authentication is
 	// per route rather than per group, so that an unknown /api/v1 path is

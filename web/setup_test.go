@@ -165,6 +165,7 @@ func (f *fixture) do(t *testing.T, c call) *response {
 	if err != nil {
 		t.Fatalf("reading response of %s %s: %v", c.method, c.path, err)
 	}
+	checkResponse(t, req, res.StatusCode, res.Header, b) // every answer must match web/openapi.json
 	return &response{status: res.StatusCode, header: res.Header, body: b}
 }
 
