@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 // row is one line of the reference experiment's table.
@@ -25,15 +28,16 @@ type row struct {
 func runExperiment(t *testing.T, condition string, lease time.Duration) row {
 	e := newEnv(t)
 	e.startServer()
-	jobs := make([]map[string]any, 20)
+	jobs := make([]client.NewJob, 20)
+	noBackoff := int32(0)
 	for i := range jobs {
-		jobs[i] = map[string]any{
-			"kind": "app_investigation", "backoff_base_ms": 0,
-			"payload": map[string]any{"app": fmt.Sprintf("com.example.app%d", i), "sim": map[string]any{"steps": 2, "step_ms": 300}},
+		jobs[i] = client.NewJob{
+			Kind: "app_investigation", BackoffBaseMs: &noBackoff,
+			Payload: json.RawMessage(fmt.Sprintf(`{"app":"com.example.app%d","sim":{"steps":2,"step_ms":300}}`, i)),
 		}
 	}
-	if code := e.api("POST", "/api/v1/jobs/batch", map[string]any{"jobs": jobs}, nil); code != 201 {
-		t.Fatalf("batch submit: HTTP %d", code)
+	if _, err := e.client().SubmitBatch(e.ctx, jobs); err != nil {
+		t.Fatalf("batch submit: %v", err)
 	}
 	leaseArgs := []string{"--concurrency", "10", "--lease", lease.String(), "--heartbeat", (lease / 3).String()}
 	a := e.startWorker("worker-a", leaseArgs...)

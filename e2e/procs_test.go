@@ -7,9 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/db/dbtest"
 )
 
@@ -174,29 +173,19 @@ func (e *env) startWorker(id string, args ...string) *proc {
 	return e.spawn("worker "+id, append([]string{"--id", id}, args...))
 }
 
-// api sends a JSON request with the admin token and decodes the answer.
-func (e *env) api(method, path string, body any, out any) int {
+// client is a client of the admin API with the server's admin token.
+func (e *env) client() *client.Client { return client.New(e.apiURL, e.token) }
+
+// waitFor waits through the admin API until job id is in one of states.
+func (e *env) waitFor(id int64, timeout time.Duration, states ...client.State) client.JobDetail {
 	e.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequestWithContext(e.ctx, method, e.apiURL+path, r)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	d, err := e.client().WaitFor(ctx, id, states...)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		e.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			e.t.Fatalf("%s %s: decoding %q: %v", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode
+	return d
 }
 
 func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 // workerToken creates a worker token with the server's own command and
@@ -111,9 +113,9 @@ func TestRemoteSimScreenshotsAndEffectOnce(t *testing.T) {
 	id := e.submit(map[string]any{"app": "com.example.notes", "sim": map[string]any{
 		"steps": 3, "step_ms": 100, "fail_attempts": 1, "effect_url": receiver.URL,
 	}})
-	e.eventually("the job succeeds on its second attempt", 30*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND attempt = 2", id) == 1
-	})
+	if d := e.waitFor(id, 30*time.Second, client.StateSucceeded, client.StateDead); d.State != client.StateSucceeded || d.Attempt != 2 {
+		t.Fatalf("the job ended %s on attempt %d, want succeeded on its second", d.State, d.Attempt)
+	}
 	mu.Lock()
 	got := append([]string(nil), keys...)
 	mu.Unlock()
@@ -121,17 +123,9 @@ func TestRemoteSimScreenshotsAndEffectOnce(t *testing.T) {
 		t.Fatalf("the receiver saw %q, want one call with %q", got, want)
 	}
 
-	var detail struct {
-		Artifacts []struct {
-			ID          int64  `json:"id"`
-			Attempt     int32  `json:"attempt"`
-			ContentType string `json:"content_type"`
-			URL         string `json:"url"`
-		} `json:"artifacts"`
-		Effects []struct{ Key, State string } `json:"effects"`
-	}
-	if code := e.api("GET", fmt.Sprintf("/api/v1/jobs/%d", id), nil, &detail); code != 200 {
-		t.Fatalf("job detail: HTTP %d", code)
+	detail, err := e.client().Get(e.ctx, id)
+	if err != nil {
+		t.Fatalf("job detail: %v", err)
 	}
 	perAttempt := map[int32]int{}
 	for _, a := range detail.Artifacts {

@@ -1,20 +1,27 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 func (e *env) submit(payload map[string]any) int64 {
 	e.t.Helper()
-	var job struct{ ID int64 }
-	body := map[string]any{"kind": "app_investigation", "backoff_base_ms": 0, "payload": payload}
-	if code := e.api("POST", "/api/v1/jobs", body, &job); code != 201 {
-		e.t.Fatalf("submit: HTTP %d", code)
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	noBackoff := int32(0)
+	job, err := e.client().Submit(e.ctx, client.NewJob{Kind: "app_investigation", BackoffBaseMs: &noBackoff, Payload: raw})
+	if err != nil {
+		e.t.Fatalf("submit: %v", err)
 	}
 	return job.ID
 }
@@ -33,9 +40,7 @@ func TestFrozenWorkerIsFencedAndCarriesOn(t *testing.T) {
 	})
 	a.signal(t, syscall.SIGSTOP)
 	b := e.startWorker("worker-b", args...)
-	e.eventually("worker B finishes the job", 30*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", id) == 1
-	})
+	e.waitFor(id, 30*time.Second, client.StateSucceeded) // worker B finishes the job
 	a.signal(t, syscall.SIGCONT)
 	time.Sleep(2 * time.Second) // A's timers all fire now
 
