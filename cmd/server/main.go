@@ -35,6 +35,7 @@ const usage = `usage:
   server token create --role admin|worker --name NAME
   server token list
   server token revoke NAME
+  server --version                                 print the version and commit
 
 The database is $DATABASE_URL; when it is unset, a private PostgreSQL
 cluster in ./.leasehold/pg. Every flag can also be set as LEASEHOLD_<FLAG>.`
@@ -55,6 +56,9 @@ func run(args []string) error {
 			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return tokenCmd(ctx, pool, args[1:]) })
 		case "help":
 			return serve([]string{"--help"})
+		case "version", "-version", "--version":
+			fmt.Println(cli.Version("leasehold-server"))
+			return nil
 		}
 	}
 	return serve(args)

@@ -34,6 +34,10 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Println(cli.Version("leasehold-worker"))
+		return nil
+	}
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var (
