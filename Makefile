@@ -11,7 +11,7 @@ export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 .PHONY: run build test test-private check lint-openapi generate bench bench-river experiment release clean
 
 build:
-	$(GO) build -o bin/ ./cmd/server ./cmd/worker
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/server ./cmd/worker
 
 # The server (with its private cluster, unless DATABASE_URL is set) plus a
 # sim worker. Ctrl-C reaches both (they share the terminal's process group)
@@ -95,5 +95,24 @@ bench-river:
 experiment:
 	$(GO) test -count=1 -run TestReferenceExperiment -v ./e2e | grep -v '^time='
 
+# Static binaries for each platform a server or home worker runs on, in
+# dist/ with their SHA256SUMS. VERSION defaults to the tag at HEAD, if any;
+# the commit comes from Go's VCS stamp (-buildvcs=auto: this machine's go
+# env may turn it off). Only the linux builds run here; darwin and windows
+# are cross-compiled.
+PLATFORMS := linux/amd64 linux/arm64 darwin/arm64 windows/amd64
+VERSION ?= $(shell git describe --tags --exact-match 2>/dev/null)
+release:
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; if [ $$os = windows ]; then ext=.exe; fi; \
+	  for prog in server worker; do \
+	    out=dist/leasehold-$$prog-$$os-$$arch$$ext; echo "$$out"; \
+	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto \
+	      -ldflags "-s -w -X github.com/leasehold/leasehold/cmd/internal/cli.version=$(VERSION)" -o $$out ./cmd/$$prog; \
+	  done; \
+	done
+	cd dist && sha256sum leasehold-* > SHA256SUMS
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -181,10 +181,9 @@ func (e *Exec) start(job queue.Job, dir, effectsURL string, out *execOutput, log
 		"LEASEHOLD_ARTIFACT_DIR="+dir,
 		"LEASEHOLD_EFFECTS_URL="+effectsURL,
 	)
-	// Setpgid: the command and all it starts can be signalled as one
-	// group. Pdeathsig: if the worker itself dies (OOM kill), the command
-	// does not go on driving the phone unsupervised.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A process group of its own, and on Linux death with the worker:
+	// see execSysProcAttr in exec_linux.go, exec_unix.go, exec_windows.go.
+	cmd.SysProcAttr = execSysProcAttr()
 
 	p := &execProcess{done: make(chan struct{}), stdin: stdinW, pipes: []*os.File{stdoutR, stderrR}, log: log}
 	started := make(chan error, 1)
@@ -210,11 +209,7 @@ func (e *Exec) start(job queue.Job, dir, effectsURL string, out *execOutput, log
 		return nil, fmt.Errorf("starting %s: %w", e.args[0], err)
 	}
 	p.pid = cmd.Process.Pid
-	p.signal = func(sig syscall.Signal) {
-		if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-			log.Warn("signalling process group", "pgid", p.pid, "signal", sig, "err", err)
-		}
-	}
+	p.signal = execGroupSignaller(cmd.Process, log)
 	log.Info("command started", "pid", p.pid, "command", e.args[0])
 
 	payload := job.Payload
@@ -263,7 +258,7 @@ wait:
 		case <-deadline.C:
 			break wait
 		case <-tick.C:
-			if p.exited() && errors.Is(syscall.Kill(-p.pid, 0), syscall.ESRCH) {
+			if p.exited() && execGroupGone(p.pid) {
 				return
 			}
 		}

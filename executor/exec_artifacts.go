@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -108,7 +107,7 @@ func (a *execArtifactDir) scan(ctx context.Context, final bool) {
 }
 
 func (a *execArtifactDir) upload(ctx context.Context, name string) {
-	f, err := os.OpenFile(filepath.Join(a.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(filepath.Join(a.dir, name), os.O_RDONLY|execNoFollow, 0)
 	if err != nil {
 		a.log.Warn("opening artifact", "name", name, "err", err)
 		return

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package pgcluster runs a private PostgreSQL cluster from the PostgreSQL
 // binaries installed on the machine, so that the server and the test suite
 // work without an externally provided database (DATABASE_URL unset).
