@@ -2,12 +2,17 @@
 #   docker build -t leasehold .
 #   docker run -e DATABASE_URL=postgres://… -p 8080:8080 leasehold
 #   docker run -e DATABASE_URL=postgres://… leasehold worker --queues default
+# deploy/compose.yaml runs it with PostgreSQL and Caddy.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ ./cmd/server ./cmd/worker \
+# docker build --build-arg VERSION=v1.2.0 sets what --version prints.
+ARG VERSION=
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=auto \
+      -ldflags="-s -w -X github.com/leasehold/leasehold/cmd/internal/cli.version=${VERSION}" \
+      -o /out/ ./cmd/server ./cmd/worker \
  && mkdir -p /data/artifacts
 
 FROM gcr.io/distroless/static-debian12:nonroot
