@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/apitoken"
+	lhclient "github.com/leasehold/leasehold/client" // "client" is an http.Client below
 )
 
 // Bounds of the load test. The server never holds more PostgreSQL
@@ -152,17 +153,17 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 
 	// Work arrives while they all wait: each job reaches one of them.
 	const jobs = 100
-	batch := make([]map[string]any, jobs)
+	batch := make([]lhclient.NewJob, jobs)
 	for i := range batch {
-		batch[i] = map[string]any{"kind": "load", "queue": "load"}
+		batch[i] = lhclient.NewJob{Kind: "load", Queue: "load"}
 	}
 	commits := func() int {
 		return e.count("SELECT xact_commit::int FROM pg_stat_database WHERE datname = current_database()")
 	}
 	commitsBefore := commits()
 	submitted := time.Now()
-	if code := e.api("POST", "/api/v1/jobs/batch", map[string]any{"jobs": batch}, nil); code != http.StatusCreated {
-		t.Fatalf("batch submit: HTTP %d", code)
+	if _, err := e.client().SubmitBatch(e.ctx, batch); err != nil {
+		t.Fatalf("batch submit: %v", err)
 	}
 	for e.count("SELECT count(*) FROM jobs WHERE queue = 'load' AND state = 'succeeded'") < jobs {
 		if time.Since(submitted) > 30*time.Second {

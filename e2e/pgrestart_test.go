@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/db/pgcluster"
 )
 
@@ -113,16 +115,20 @@ func (e *env) countSoon(sql string, args ...any) int {
 // restarted: a connection it held from before may fail once (500).
 func (e *env) submitSoon(payload map[string]any) int64 {
 	e.t.Helper()
-	body := map[string]any{"kind": "app_investigation", "backoff_base_ms": 0, "payload": payload}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	noBackoff := int32(0)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		var job struct{ ID int64 }
-		code := e.api("POST", "/api/v1/jobs", body, &job)
-		if code == 201 {
+		job, err := e.client().Submit(e.ctx, client.NewJob{Kind: "app_investigation", BackoffBaseMs: &noBackoff, Payload: raw})
+		if err == nil {
 			return job.ID
 		}
-		if code < 500 || time.Now().After(deadline) {
-			e.t.Fatalf("submit: HTTP %d", code)
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) && apiErr.Status < 500 || time.Now().After(deadline) {
+			e.t.Fatalf("submit: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
