@@ -19,13 +19,13 @@ import (
 )
 
 // Bounds of the load test. The server never holds more PostgreSQL
-// connections than its pool (cmd/server: 32) plus its two sessions of its
-// own (the job notifier's LISTEN, the reaper's advisory lock), however
-// many workers wait on its long poll.
+// connections than its pool (cmd/server: 32) plus its three sessions of
+// its own (the job notifier's LISTEN; the reaper role's lock, and the
+// active reaper's LISTEN), however many workers wait on its long poll.
 const (
 	loadClients      = 1000
 	serverPoolMax    = 32
-	serverOwnConns   = 2
+	serverOwnConns   = 3
 	maxServerRSS     = 400 << 20
 	maxGoroutinesPer = 4 // per waiting client: its connection's, and net/http's background read
 )

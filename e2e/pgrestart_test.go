@@ -198,8 +198,8 @@ func TestPostgresRestartRunsNoFinishedWorkAgain(t *testing.T) {
 		if len(runs[id]) != 1 {
 			t.Errorf("job %d finished its work in attempts %v, want exactly once", id, runs[id])
 		}
-		attempts := e.countSoon("SELECT count(*) FROM attempts WHERE job_id = $1", id)
-		completed := e.countSoon("SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'succeeded'", id)
+		attempts := e.countSoon("SELECT count(*) FROM job_attempts WHERE job_id = $1", id)
+		completed := e.countSoon("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND outcome = 'succeeded'", id)
 		if completed != 1 {
 			t.Errorf("job %d has %d succeeded attempts", id, completed)
 		}
