@@ -3,70 +3,23 @@ package web
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/workerapi"
 )
 
 // apiTime is a time as the API shows it: RFC 3339 in UTC with a fixed six
 // fractional digits (PostgreSQL's precision), so that clients never see
-// the fraction vanish when it happens to be zero.
-type apiTime time.Time
+// the fraction vanish when it happens to be zero. The worker API and the
+// admin API show times and jobs alike, so both are workerapi's.
+type apiTime = workerapi.Time
 
-const apiTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
-
-// MarshalJSON implements json.Marshaler.
-func (t apiTime) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format(apiTimeLayout) + `"`), nil
-}
-
-func apiTimePtr(t *time.Time) *apiTime {
-	if t == nil {
-		return nil
-	}
-	v := apiTime(*t)
-	return &v
-}
+var apiTimePtr = workerapi.TimePtr
 
 // jobView is a job as the API shows it; the names are SPEC's.
-type jobView struct {
-	ID              int64           `json:"id"`
-	Kind            string          `json:"kind"`
-	Queue           string          `json:"queue"`
-	Priority        int32           `json:"priority"`
-	Payload         json.RawMessage `json:"payload"`
-	State           queue.State     `json:"state"`
-	Attempt         int32           `json:"attempt"`
-	MaxAttempts     int32           `json:"max_attempts"`
-	CountedAttempts int32           `json:"counted_attempts"`
-	RunAt           apiTime         `json:"run_at"`
-	LeaseOwner      *string         `json:"lease_owner"`
-	LeaseUntil      *apiTime        `json:"lease_until"`
-	LeaseToken      int64           `json:"lease_token"`
-	LeaseMs         int32           `json:"lease_ms"`
-	HeartbeatAt     *apiTime        `json:"heartbeat_at"`
-	TimeoutMs       *int32          `json:"timeout_ms"`
-	CancelRequested bool            `json:"cancel_requested"`
-	IdempotencyKey  *string         `json:"idempotency_key"`
-	BackoffBaseMs   int32           `json:"backoff_base_ms"`
-	BackoffMaxMs    int32           `json:"backoff_max_ms"`
-	LastError       *string         `json:"last_error"`
-	Result          json.RawMessage `json:"result"`
-	CreatedAt       apiTime         `json:"created_at"`
-	FinishedAt      *apiTime        `json:"finished_at"`
-}
+type jobView = workerapi.Job
 
-func newJobView(j queue.Job) jobView {
-	return jobView{
-		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Payload: j.Payload,
-		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
-		RunAt: apiTime(j.RunAt), LeaseOwner: j.LeaseOwner, LeaseUntil: apiTimePtr(j.LeaseUntil),
-		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: apiTimePtr(j.HeartbeatAt),
-		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
-		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
-		Result: j.Result, CreatedAt: apiTime(j.CreatedAt), FinishedAt: apiTimePtr(j.FinishedAt),
-	}
-}
+func newJobView(j queue.Job) jobView { return workerapi.NewJob(j) }
 
 func newJobViews(jobs []queue.Job) []jobView {
 	views := make([]jobView, len(jobs))

@@ -74,7 +74,8 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func timePtr(t *time.Time) *Time {
+// TimePtr is t as the API shows it; nil stays nil.
+func TimePtr(t *time.Time) *Time {
 	if t == nil {
 		return nil
 	}
@@ -191,11 +192,11 @@ func NewJob(j queue.Job) Job {
 	return Job{
 		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Payload: j.Payload,
 		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
-		RunAt: Time(j.RunAt), LeaseOwner: j.LeaseOwner, LeaseUntil: timePtr(j.LeaseUntil),
-		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: timePtr(j.HeartbeatAt),
+		RunAt: Time(j.RunAt), LeaseOwner: j.LeaseOwner, LeaseUntil: TimePtr(j.LeaseUntil),
+		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: TimePtr(j.HeartbeatAt),
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
-		Result: j.Result, CreatedAt: Time(j.CreatedAt), FinishedAt: timePtr(j.FinishedAt),
+		Result: j.Result, CreatedAt: Time(j.CreatedAt), FinishedAt: TimePtr(j.FinishedAt),
 	}
 }
 
