@@ -246,7 +246,7 @@ func TestBrowserRetryDeadLetter(t *testing.T) {
 		chromedp.Click(chromedp.CSS(row+" [data-testid=retry-button]")),
 	)
 	b.eventually("the job runs again", 30*time.Second, func() bool {
-		return b.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'retried' AND detail->>'by' = 'user:admin'", id) == 1
+		return b.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'retried' AND detail->>'by' = 'user:admin'", id) == 1
 	})
 }
 

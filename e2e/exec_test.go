@@ -60,7 +60,7 @@ while :; do sleep 1; done
 	if !strings.Contains(result, `"app": "com.example.notes"`) || !strings.Contains(result, `"token"`) {
 		t.Fatalf("result %s: want the payload echoed from stdin and the lease token", result)
 	}
-	if n := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'progress' AND detail->>'message' = 'started app_investigation attempt 1'", done); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress' AND detail->>'message' = 'started app_investigation attempt 1'", done); n != 1 {
 		t.Fatal("the JSON progress line did not become an event")
 	}
 	if n := e.count("SELECT count(*) FROM artifacts WHERE job_id = $1 AND content_type = 'image/png'", done); n != 1 {

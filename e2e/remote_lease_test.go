@@ -28,7 +28,7 @@ func TestIdleRemoteWorkerRunsALateJobInOneAttempt(t *testing.T) {
 	e.eventually("the job succeeds", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", id) == 1
 	})
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1", id); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1", id); n != 1 {
 		t.Fatalf("%d attempts, want 1", n)
 	}
 	if strings.Contains(w.out.String(), "fencing") {
@@ -158,7 +158,7 @@ func TestRemoteWorkerBehindASilentNetwork(t *testing.T) {
 
 	id := e.submit(map[string]any{"app": "com.example.cut", "sim": map[string]any{"steps": 20, "step_ms": 250}})
 	e.eventually("home-a runs the job", 20*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM events WHERE job_id = $1 AND attempt = 1 AND type = 'progress'", id) > 0
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND attempt = 1 AND type = 'progress'", id) > 0
 	})
 	proxy.setSilent(true)
 	silentAt := time.Now()
@@ -193,7 +193,7 @@ func TestRemoteWorkerBehindASilentNetwork(t *testing.T) {
 		outcome string
 		ended   time.Time
 	}
-	rows, err := e.pool.Query(e.ctx, "SELECT number, worker_id, coalesce(outcome::text, ''), coalesce(ended_at, now()) FROM attempts WHERE job_id = $1 ORDER BY number", id)
+	rows, err := e.pool.Query(e.ctx, "SELECT number, worker_id, coalesce(outcome::text, ''), coalesce(ended_at, now()) FROM job_attempts WHERE job_id = $1 ORDER BY number", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,21 +219,21 @@ func TestRemoteWorkerBehindASilentNetwork(t *testing.T) {
 	e.eventually("home-a's next claim reaches the server", 40*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM workers WHERE id = 'home-a' AND last_seen > now() - interval '2 seconds'") == 1
 	})
-	late := e.count(`SELECT count(*) FROM events WHERE job_id = $1 AND attempt = 1 AND at >= $2 AND type NOT IN ('lease_expired', 'stale_write_refused')`,
+	late := e.count(`SELECT count(*) FROM job_timeline WHERE job_id = $1 AND attempt = 1 AND at >= $2 AND type NOT IN ('lease_expired', 'stale_write_refused')`,
 		id, attempts[0].ended)
 	if late != 0 {
 		t.Fatalf("%d writes of home-a's attempt were accepted after its lease ended:\n%s", late, e.timeline(id))
 	}
-	if n := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'succeeded'", id); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'succeeded'", id); n != 1 {
 		t.Fatalf("%d succeeded events, want 1", n)
 	}
-	refused := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'stale_write_refused'", id)
+	refused := e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'stale_write_refused'", id)
 
 	next := e.submit(map[string]any{"app": "com.example.next", "sim": map[string]any{"steps": 2, "step_ms": 100}})
 	e.eventually("home-a runs its next job", 60*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND lease_owner = 'home-a'", next) == 1
 	})
-	if n := e.count("SELECT count(*) FROM attempts WHERE job_id = $1", next); n != 1 {
+	if n := e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1", next); n != 1 {
 		t.Fatalf("home-a's next job took %d attempts, want 1:\n%s\n%s", n, e.timeline(next), a.out.String())
 	}
 	t.Logf("home-a fenced itself %v after the network went silent (lease 3s); %d late writes of its attempt refused",
@@ -243,7 +243,7 @@ func TestRemoteWorkerBehindASilentNetwork(t *testing.T) {
 // timeline is a job's events, one a line, for failure messages.
 func (e *env) timeline(id int64) string {
 	e.t.Helper()
-	rows, err := e.pool.Query(e.ctx, "SELECT at, type, coalesce(attempt, 0), detail::text FROM events WHERE job_id = $1 ORDER BY at, id", id)
+	rows, err := e.pool.Query(e.ctx, "SELECT at, type, coalesce(attempt, 0), detail::text FROM job_timeline WHERE job_id = $1 ORDER BY at, rank, id", id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 
 	short := e.submit(map[string]any{"app": "com.example.short", "sim": map[string]any{"steps": 6, "step_ms": 500}})
 	e.eventually("the worker runs the job", 20*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'progress'", short) > 0
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", short) > 0
 	})
 	server.signal(t, syscall.SIGKILL)
 	_ = server.wait(t, 10*time.Second)
@@ -66,7 +66,7 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	// database (a claim whose answer a dying server never sent is a job
 	// the worker does not know it holds; the reaper takes that one back).
 	e.eventually("the worker runs the long job", 20*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'progress'", long) > 0
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", long) > 0
 	})
 	server.signal(t, syscall.SIGKILL)
 	_ = server.wait(t, 10*time.Second)
@@ -84,7 +84,7 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	e.eventually("the long job is reclaimed", 20*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1 AND number = 1 AND outcome = 'lease_expired'", long) == 1
 	})
-	if n := e.count("SELECT count(*) FROM events WHERE job_id = $1 AND type = 'stale_write_refused'", long); n != 0 {
+	if n := e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'stale_write_refused'", long); n != 0 {
 		t.Fatalf("the fenced worker still tried %d stale writes", n)
 	}
 	if !w.alive() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/queue"
 )
 
 func (e *env) submit(payload map[string]any) int64 {
@@ -87,7 +88,7 @@ func TestSigtermReleasesLeases(t *testing.T) {
 	if err := w.wait(t, 15*time.Second); err != nil {
 		t.Fatalf("worker exit after SIGTERM: %v, want status 0", err)
 	}
-	if n := e.count(`SELECT count(*) FROM jobs j JOIN attempts a ON a.job_id = j.id
+	if n := e.count(`SELECT count(*) FROM jobs j JOIN job_attempts a ON a.job_id = j.id
 		WHERE j.state = 'pending' AND j.counted_attempts = 0 AND a.outcome = 'released'`); n != 2 {
 		t.Fatalf("%d jobs released, want 2", n)
 	}
@@ -126,11 +127,14 @@ func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
 		return e.count(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
 			WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'leasehold-worker'`) == 1
 	})
-	var id int64
-	if err := e.pool.QueryRow(e.ctx, `INSERT INTO jobs (kind, payload) VALUES ('app_investigation',
-		'{"app":"com.example.notes","sim":{"steps":2,"step_ms":500}}') RETURNING id`).Scan(&id); err != nil {
+	// No server runs: the job goes in through package queue, which
+	// announces it as the server would.
+	job, _, err := queue.NewClient(e.pool, nil).Insert(e.ctx, queue.NewJob{Kind: "app_investigation",
+		Payload: json.RawMessage(`{"app":"com.example.notes","sim":{"steps":2,"step_ms":500}}`)})
+	if err != nil {
 		t.Fatal(err)
 	}
+	id := job.ID
 	e.eventually("worker A runs the job", 20*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running' AND lease_owner = 'worker-a'", id) == 1
 	})

@@ -34,7 +34,7 @@ import (
 const (
 	leaderIdleTimeout = 5 * time.Second
 	leaderKeepAlive   = leaderIdleTimeout / 3
-	leaderStandbyPoll = 500 * time.Millisecond
+	leaderStandbyPoll = 250 * time.Millisecond
 )
 
 // errLeadershipLost means the holder's lock connection failed: another

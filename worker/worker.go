@@ -25,8 +25,9 @@ type Config struct {
 	Heartbeat   time.Duration // default Lease/3
 	Grace       time.Duration // how long running jobs may finish at shutdown, default 30s
 	// Poll is the fallback claim period; notifications normally wake the
-	// worker first. Default 30s for a direct worker (it hears of new jobs
-	// by LISTEN), 1s between a remote worker's long polls.
+	// worker first. Default 10s for a direct worker (it hears of new jobs
+	// by LISTEN; the poll finds jobs inserted without a notification),
+	// 1s between a remote worker's long polls.
 	Poll time.Duration
 	// Reaper runs a standby reaper in this process, so expired leases are
 	// recovered even while no server runs. Needs Pool.
@@ -70,7 +71,7 @@ func New(cfg Config) *Worker {
 		// rare fallback; a remote one long-polls the server.
 		cfg.Poll = time.Second
 		if cfg.Pool != nil {
-			cfg.Poll = 30 * time.Second
+			cfg.Poll = 10 * time.Second
 		}
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())

@@ -55,7 +55,7 @@ func run(args []string) error {
 		artifacts   = fs.String("artifacts", "./.leasehold/artifacts", "where screenshots are stored")
 		grace       = fs.Duration("grace", 30*time.Second, "how long running jobs may finish after SIGTERM before their leases are released")
 		killGrace   = fs.Duration("kill-grace", 10*time.Second, "how long an exec command has between SIGTERM and SIGKILL when its attempt must stop")
-		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 30s direct, 1s remote)")
+		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 10s direct, 1s remote)")
 		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 	)
