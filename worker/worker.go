@@ -139,8 +139,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			for _, job := range claim.Jobs {
 				inflight++
 				jobsWG.Go(func() {
-					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)))
-					done <- struct{}{}
+					var once sync.Once
+					free := func() { once.Do(func() { done <- struct{}{} }) }
+					defer free()
+					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), free)
 				})
 			}
 			if len(claim.Jobs) == free {
@@ -241,7 +243,12 @@ func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
 // run runs one job to its end and writes the outcome, unless the lease was
 // lost: then the worker writes nothing more for it. validUntil is when the
 // lease ends at the earliest, by this worker's clock.
-func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time) {
+//
+// free is called once the executor has ended: the slot takes its next
+// job while this one's outcome is still being written, so claims and
+// completions overlap instead of taking turns (the lease stays held, and
+// fenced, until the outcome is written).
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, free func()) {
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
@@ -266,6 +273,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	cause := context.Cause(execCtx)
 	close(beatDone)
 	beatWG.Wait()
+	free()
 	if errors.Is(cause, errLeaseLost) {
 		log.Warn("job stopped: lease lost; writing nothing")
 		return
