@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 const (
@@ -267,4 +268,39 @@ func TestBrowserCancelRunningJob(t *testing.T) {
 		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'cancelled'", id) == 1
 	})
 	b.waitJS("the page to show it", `document.querySelector("[data-testid=job-state]")?.textContent.includes("cancelled")`)
+}
+
+// The replay viewer steps with the arrow keys: htmx swaps the viewer in
+// place and the step goes into the address bar; at the last step → does
+// nothing. The bundle behind the Download link answers the session.
+func TestBrowserReplayStepsWithArrowKeys(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t)
+	id := b.submit(map[string]any{"app": "com.example.replay", "sim": map[string]any{"steps": 3, "step_ms": 10}})
+	b.eventually("the job succeeds", 30*time.Second, func() bool {
+		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded'", id) == 1
+	})
+	b.signIn()
+	step := `document.querySelector("[data-testid=replay-step]")?.textContent.trim()`
+	b.do(
+		chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, id)),
+		chromedp.WaitVisible(chromedp.CSS("[data-testid=replay]")),
+	)
+	b.waitJS("step 1 at first", step+` === "Step 1 of 3"`)
+	b.do(chromedp.KeyEvent(kb.ArrowRight))
+	b.waitJS("step 2 after →", step+` === "Step 2 of 3" && location.search.includes("step=2")`)
+	b.waitJS("step 2's action and screenshot", `(() => {
+		const img = document.querySelector("[data-testid=replay-shot]");
+		return document.querySelector("[data-testid=replay-message]").textContent.includes("step 1: explored screen 1") &&
+			img.complete && img.naturalWidth > 0;
+	})()`)
+	b.do(chromedp.KeyEvent(kb.ArrowRight))
+	b.waitJS("step 3 after →", step+` === "Step 3 of 3"`)
+	b.do(chromedp.KeyEvent(kb.ArrowRight)) // at the end: nothing to follow
+	b.do(chromedp.KeyEvent(kb.ArrowLeft))
+	b.waitJS("step 2 after ←", step+` === "Step 2 of 3" && location.search.includes("step=2")`)
+	b.do(chromedp.Evaluate[chromedp.Void](`fetch(document.querySelector("[data-testid=attempt-bundle]").href).then(r => r.blob().then(z => {
+		document.body.dataset.bundle = r.status + " " + r.headers.get("content-type") + " " + (z.size > 1000);
+	}))`))
+	b.waitJS("the bundle to download with the session", `document.body.dataset.bundle === "200 application/zip true"`)
 }

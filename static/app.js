@@ -86,3 +86,45 @@
     if (m && meta) meta.setAttribute("content", m[1]);
   });
 })();
+
+// Replay: ← and → step the attempt's viewer by following its Previous and
+// Next links (htmx swaps the viewer in place and puts the step in the
+// address bar; without htmx the link loads the page at that step). The
+// viewer stepped is the one last used, else the one the URL chose, else
+// the newest attempt's. The live job page polls its own address, so that
+// a chosen step survives the refresh.
+(function () {
+  "use strict";
+  var active = null; // the attempt number of the viewer last used
+
+  function viewer() {
+    var v = active && document.querySelector("[data-testid=replay][data-attempt='" + active + "']");
+    return v || document.querySelector("[data-testid=replay][data-selected]") || document.querySelector("[data-testid=replay]");
+  }
+
+  document.addEventListener("click", function (ev) {
+    var v = ev.target.closest && ev.target.closest("[data-testid=replay]");
+    if (v) active = v.getAttribute("data-attempt");
+  });
+
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight") return;
+    if (ev.altKey || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.defaultPrevented) return;
+    var t = ev.target;
+    if (t && t.closest && t.closest("input, textarea, select, [contenteditable]")) return;
+    var v = viewer();
+    if (!v) return;
+    var link = v.querySelector("a[data-replay=" + (ev.key === "ArrowLeft" ? "prev" : "next") + "]");
+    if (!link) return;
+    ev.preventDefault();
+    active = v.getAttribute("data-attempt");
+    link.click();
+  });
+
+  document.addEventListener("htmx:configRequest", function (ev) {
+    var elt = ev.detail.elt;
+    if (elt && elt.id === "job-live" && location.pathname === ev.detail.path) {
+      ev.detail.path = location.pathname + location.search;
+    }
+  });
+})();

@@ -67,6 +67,9 @@ func (s *server) renderJobPage(c echo.Context, status int, id int64, notice stri
 	}
 	v := newJobPageView(d)
 	v.Notice = notice
+	if ok, err := s.jobPageReplay(c, d, &v); !ok {
+		return err
+	}
 	title := fmt.Sprintf("%s · #%d %s", v.Heading(), id, v.State)
 	return render(c, status, templates.JobPage(s.page(c, title, "jobs"), v))
 }

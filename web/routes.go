@@ -54,6 +54,7 @@ func (s *server) routes(e *echo.Echo) {
 	artifactAccess := s.requireSessionOrToken(apitoken.RoleAdmin)
 	e.GET("/artifacts/:id", s.artifactGet, artifactAccess)
 	e.HEAD("/artifacts/:id", s.artifactGet, artifactAccess)
+	api.GET("/jobs/:id/attempts/:n/bundle", s.jobBundle, artifactAccess) // the job page's Download link
 
 	// Dashboard: sign-in is open; every page needs a session, and every
 	// state-changing request must come from this site with the session's

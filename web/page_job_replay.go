@@ -1,0 +1,143 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// replayStep is one step of an attempt's replay.
+//
+// How steps are formed: an attempt's steps are its screenshots in upload
+// order (artifact id). Each is paired with the latest progress event of
+// the same attempt whose time is at or before the screenshot's
+// created_at: the action the agent had announced when the screen was
+// taken. Progress after the last screenshot belongs to no step; an
+// attempt without screenshots has no steps.
+type replayStep struct {
+	Shot queue.Artifact
+	// Message is the paired event's detail.message; "" for none.
+	Message string
+	// Elapsed is the screenshot's time from the attempt's start.
+	Elapsed time.Duration
+}
+
+// replaySteps forms the steps of the attempt that started at start from
+// events and artifacts, which may hold other attempts' too (they are
+// skipped); both are in time order, as the queue returns them.
+func replaySteps(number int32, start time.Time, events []queue.Event, artifacts []queue.Artifact) []replayStep {
+	var steps []replayStep
+	next, message := 0, ""
+	for _, a := range artifacts {
+		if a.Attempt != number || a.Kind != queue.ArtifactScreenshot {
+			continue
+		}
+		for ; next < len(events) && !events[next].At.After(a.CreatedAt); next++ {
+			e := events[next]
+			if e.Type == "progress" && e.Attempt != nil && *e.Attempt == number {
+				message = progressMessage(e.Detail)
+			}
+		}
+		steps = append(steps, replayStep{Shot: a, Message: message, Elapsed: max(a.CreatedAt.Sub(start), 0)})
+	}
+	return steps
+}
+
+// progressMessage is a progress event's message, "" when it has none.
+func progressMessage(detail json.RawMessage) string {
+	var d struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(detail, &d)
+	return d.Message
+}
+
+// replayChoice is the step a job page's URL asks for, ?attempt=N&step=K;
+// zero fields ask for nothing.
+type replayChoice struct {
+	attempt int32
+	step    int
+}
+
+// replayQuery reads ?attempt and ?step; a value that is not a positive
+// integer is a 400 (the page says so), one beyond the last step shows the
+// last.
+func replayQuery(c echo.Context) (replayChoice, string) {
+	var ch replayChoice
+	for _, p := range []struct {
+		name string
+		dst  func(int)
+	}{
+		{"attempt", func(n int) { ch.attempt = int32(n) }},
+		{"step", func(n int) { ch.step = n }},
+	} {
+		raw := c.QueryParam(p.name)
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(raw, 10, 32)
+		if err != nil || n < 1 {
+			return replayChoice{}, fmt.Sprintf("%s must be a positive integer (steps and attempts count from 1).", p.name)
+		}
+		p.dst(int(n))
+	}
+	return ch, ""
+}
+
+// jobPageReplay adds to each attempt of v its replay viewer and bundle
+// link. Each viewer renders one step, so the page stays the same size
+// however many steps there are. An attempt opens at its first step,
+// except the one running (at its latest) and the failed last attempt of a
+// dead job (at its last step, where it failed), unless the URL chooses.
+// When the URL's choice is not one, it answers with a page and ok is
+// false; err is then the handler's result.
+func (s *server) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.JobPageView) (ok bool, err error) {
+	choice, problem := replayQuery(c)
+	if problem != "" {
+		return false, s.jobProblem(c, http.StatusBadRequest, "Not a step", problem)
+	}
+	for i := range v.Attempts {
+		a := &v.Attempts[i]
+		a.Bundle = fmt.Sprintf("/api/v1/jobs/%d/attempts/%d/bundle", d.ID, a.Number)
+		steps := replaySteps(a.Number, a.StartedAt, d.Events, d.Artifacts)
+		if len(steps) == 0 {
+			continue
+		}
+		step := 1
+		if a.Outcome == "running" || (d.State == queue.StateDead && a.Number == d.Attempt) {
+			step = len(steps)
+		}
+		selected := choice.attempt == a.Number
+		if selected && choice.step > 0 {
+			step = min(choice.step, len(steps))
+		}
+		s := steps[step-1]
+		r := &templates.Replay{
+			Attempt: a.Number, Step: step, Steps: len(steps), Selected: selected,
+			Shot:    templates.JobArtifact{ID: s.Shot.ID, Name: s.Shot.Name, Size: jobPageSize(s.Shot.Size), Step: step},
+			Message: s.Message, Elapsed: jobPageDuration(s.Elapsed),
+		}
+		if step > 1 {
+			r.PrevURL = replayURL(d.ID, a.Number, step-1)
+		}
+		if step < len(steps) {
+			r.NextURL = replayURL(d.ID, a.Number, step+1)
+		}
+		a.Replay = r
+	}
+	return true, nil
+}
+
+// replayURL is the job page at one step of one attempt.
+func replayURL(jobID int64, attempt int32, step int) string {
+	q := url.Values{"attempt": {strconv.Itoa(int(attempt))}, "step": {strconv.Itoa(step)}}
+	return fmt.Sprintf("/jobs/%d?%s", jobID, q.Encode())
+}
