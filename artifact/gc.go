@@ -92,15 +92,26 @@ func (s *Store) CollectFiles(ctx context.Context, req queue.FileGCRequest) (queu
 		return res, err
 	}
 	if !req.Sweep {
-		return res, nil
+		return res, s.countRemoved(ctx, req, res)
 	}
 	candidates := known
 	known = map[string]bool{}
+	before := res // removed before the walk, so not seen by it
+	// What stays on disk, for the storage figures: every file looked at,
+	// less those removed.
+	var seen queue.Storage
 	err := filepath.WalkDir(s.objects, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || !validSum(d.Name()) || candidates[d.Name()] {
+		if d.IsDir() || !validSum(d.Name()) {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			seen.ArtifactFiles++
+			seen.ArtifactBytes += fi.Size()
+		}
+		if candidates[d.Name()] {
 			return nil
 		}
 		if batch = append(batch, d.Name()); len(batch) == gcCheckBatch {
@@ -111,7 +122,23 @@ func (s *Store) CollectFiles(ctx context.Context, req queue.FileGCRequest) (queu
 	if err == nil {
 		err = flush()
 	}
-	return res, err
+	if err != nil || req.DryRun {
+		return res, err
+	}
+	// Uploads during the walk may be missed by a file or two; the next
+	// sweep counts them.
+	seen.ArtifactFiles = max(seen.ArtifactFiles-(res.Files-before.Files), 0)
+	seen.ArtifactBytes = max(seen.ArtifactBytes-(res.Bytes-before.Bytes), 0)
+	return res, s.q.SetArtifactStorage(ctx, seen)
+}
+
+// countRemoved subtracts the files a collection removed from the storage
+// figures.
+func (s *Store) countRemoved(ctx context.Context, req queue.FileGCRequest, res queue.FileGCResult) error {
+	if req.DryRun || res.Files == 0 {
+		return nil
+	}
+	return s.q.AddArtifactStorage(ctx, -res.Files, -res.Bytes)
 }
 
 // referenced returns which of sums some row names. In a dry run the

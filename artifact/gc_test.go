@@ -56,6 +56,7 @@ func TestCollectFilesKeepsReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.ageFile(t, a1.SHA256)
+	f.wantStorage(t, 1, int64(len(png)))
 
 	f.deleteJob(t, l1.JobID)
 	res, err := f.store.CollectFiles(f.ctx, queue.FileGCRequest{Candidates: []string{a1.SHA256}, Sweep: true})
@@ -80,6 +81,19 @@ func TestCollectFilesKeepsReferenced(t *testing.T) {
 	}
 	if files := f.files(t); len(files) != 0 {
 		t.Fatalf("left behind: %v", files)
+	}
+	f.wantStorage(t, 0, 0)
+}
+
+// wantStorage checks the kept storage figures.
+func (f *fixture) wantStorage(t *testing.T, files, bytes int64) {
+	t.Helper()
+	got, err := f.q.ArtifactStorage(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (queue.Storage{ArtifactFiles: files, ArtifactBytes: bytes}) {
+		t.Fatalf("storage %+v, want %d files, %d bytes", got, files, bytes)
 	}
 }
 
@@ -106,6 +120,9 @@ func TestCollectFilesSweepGrace(t *testing.T) {
 	if exists(f.objectPath(sum(old))) || !exists(f.objectPath(sum(young))) {
 		t.Fatal("sweep removed the wrong file")
 	}
+	// The sweep sets the figures to what stays, files written behind the
+	// store's back included.
+	f.wantStorage(t, 1, int64(len(young)))
 }
 
 // Another process uploads the same content while the collector decides:

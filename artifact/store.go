@@ -233,9 +233,15 @@ func (s *Store) publish(ctx context.Context, l queue.Lease, tmpName string, a qu
 		return queue.Artifact{}, fmt.Errorf("storing artifact: %w", err)
 	}
 
+	if !reused {
+		// The figures are kept, not exact: a failure here (or a crash)
+		// leaves them off until the pruner's next sweep sets them.
+		_ = s.q.AddArtifactStorage(ctx, 1, a.Size)
+	}
+
 	rec, err := s.q.RecordArtifact(ctx, l, a)
 	if err != nil {
-		s.removeUnused(ctx, a.SHA256)
+		s.removeUnused(ctx, a.SHA256, a.Size)
 		_ = os.Remove(tmpName)
 		return queue.Artifact{}, err
 	}
@@ -276,14 +282,16 @@ func (s *Store) place(tmpName, path string) (reused bool, err error) {
 // runs after a refusal, maybe because the client went away, so it does
 // not inherit ctx's cancellation. A failure leaves an unreferenced file,
 // which costs only disk space until retention collects it.
-func (s *Store) removeUnused(ctx context.Context, sum string) {
+func (s *Store) removeUnused(ctx context.Context, sum string, size int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	inUse, err := s.q.ArtifactFileInUse(ctx, sum)
 	if err != nil || inUse {
 		return
 	}
-	_ = os.Remove(s.path(sum))
+	if os.Remove(s.path(sum)) == nil {
+		_ = s.q.AddArtifactStorage(ctx, -1, -size)
+	}
 }
 
 // Open returns the metadata and the open file of artifact id; the caller

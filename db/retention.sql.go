@@ -35,8 +35,7 @@ func (q *Queries) ArtifactSHAsReferenced(ctx context.Context, sums []string) ([]
 }
 
 const artifactStorage = `-- name: ArtifactStorage :one
-SELECT count(*)::bigint AS files, coalesce(sum(size), 0)::bigint AS bytes
-FROM (SELECT DISTINCT ON (sha256) size FROM artifacts ORDER BY sha256) f
+SELECT coalesce(sum(files), 0)::bigint AS files, coalesce(sum(bytes), 0)::bigint AS bytes FROM artifact_storage
 `
 
 type ArtifactStorageRow struct {
@@ -44,12 +43,44 @@ type ArtifactStorageRow struct {
 	Bytes int64
 }
 
-// The stored files (one per distinct content) and their bytes.
+// The artifact files on disk and their bytes (see artifact_storage).
 func (q *Queries) ArtifactStorage(ctx context.Context) (ArtifactStorageRow, error) {
 	row := q.db.QueryRow(ctx, artifactStorage)
 	var i ArtifactStorageRow
 	err := row.Scan(&i.Files, &i.Bytes)
 	return i, err
+}
+
+const artifactStorageAdd = `-- name: ArtifactStorageAdd :exec
+UPDATE artifact_storage SET files = files + $1, bytes = bytes + $2
+WHERE shard = pg_backend_pid() % 16
+`
+
+type ArtifactStorageAddParams struct {
+	Files int64
+	Bytes int64
+}
+
+// Counts files placed (positive) or removed (negative).
+func (q *Queries) ArtifactStorageAdd(ctx context.Context, arg ArtifactStorageAddParams) error {
+	_, err := q.db.Exec(ctx, artifactStorageAdd, arg.Files, arg.Bytes)
+	return err
+}
+
+const artifactStorageSet = `-- name: ArtifactStorageSet :exec
+UPDATE artifact_storage SET files = CASE WHEN shard = 0 THEN $1::bigint ELSE 0 END,
+                            bytes = CASE WHEN shard = 0 THEN $2::bigint ELSE 0 END
+`
+
+type ArtifactStorageSetParams struct {
+	Files int64
+	Bytes int64
+}
+
+// Sets the figures to what a sweep of the files counted.
+func (q *Queries) ArtifactStorageSet(ctx context.Context, arg ArtifactStorageSetParams) error {
+	_, err := q.db.Exec(ctx, artifactStorageSet, arg.Files, arg.Bytes)
+	return err
 }
 
 const retentionDelete = `-- name: RetentionDelete :one

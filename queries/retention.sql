@@ -48,6 +48,15 @@ WHERE NOT EXISTS (SELECT 1 FROM artifacts b
 SELECT DISTINCT sha256 FROM artifacts WHERE sha256 = ANY(@sums::text[]);
 
 -- name: ArtifactStorage :one
--- The stored files (one per distinct content) and their bytes.
-SELECT count(*)::bigint AS files, coalesce(sum(size), 0)::bigint AS bytes
-FROM (SELECT DISTINCT ON (sha256) size FROM artifacts ORDER BY sha256) f;
+-- The artifact files on disk and their bytes (see artifact_storage).
+SELECT coalesce(sum(files), 0)::bigint AS files, coalesce(sum(bytes), 0)::bigint AS bytes FROM artifact_storage;
+
+-- name: ArtifactStorageAdd :exec
+-- Counts files placed (positive) or removed (negative).
+UPDATE artifact_storage SET files = files + @files, bytes = bytes + @bytes
+WHERE shard = pg_backend_pid() % 16;
+
+-- name: ArtifactStorageSet :exec
+-- Sets the figures to what a sweep of the files counted.
+UPDATE artifact_storage SET files = CASE WHEN shard = 0 THEN @files::bigint ELSE 0 END,
+                            bytes = CASE WHEN shard = 0 THEN @bytes::bigint ELSE 0 END;

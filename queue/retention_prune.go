@@ -292,18 +292,35 @@ func (c *Client) ArtifactFilesReferenced(ctx context.Context, sums []string) (ma
 	return in, nil
 }
 
-// Storage is what the artifact files take: one file per distinct content.
+// Storage is what the artifact files take on disk: one file per distinct
+// content.
 type Storage struct {
 	ArtifactFiles int64
 	ArtifactBytes int64
 }
 
-// ArtifactStorage counts the stored files and their bytes from the
-// artifact rows.
+// ArtifactStorage reads the kept figures (one row per shard, never a scan
+// of the artifacts).
 func (c *Client) ArtifactStorage(ctx context.Context) (Storage, error) {
 	r, err := c.q.ArtifactStorage(ctx)
 	if err != nil {
 		return Storage{}, fmt.Errorf("reading artifact storage: %w", err)
 	}
 	return Storage{ArtifactFiles: r.Files, ArtifactBytes: r.Bytes}, nil
+}
+
+// AddArtifactStorage counts files placed (positive) or removed (negative).
+func (c *Client) AddArtifactStorage(ctx context.Context, files, bytes int64) error {
+	if err := c.q.ArtifactStorageAdd(ctx, db.ArtifactStorageAddParams{Files: files, Bytes: bytes}); err != nil {
+		return fmt.Errorf("counting artifact storage: %w", err)
+	}
+	return nil
+}
+
+// SetArtifactStorage sets the figures to what a sweep counted.
+func (c *Client) SetArtifactStorage(ctx context.Context, s Storage) error {
+	if err := c.q.ArtifactStorageSet(ctx, db.ArtifactStorageSetParams{Files: s.ArtifactFiles, Bytes: s.ArtifactBytes}); err != nil {
+		return fmt.Errorf("setting artifact storage: %w", err)
+	}
+	return nil
 }
