@@ -125,6 +125,13 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	sumOld := strings.Repeat("a", 64)
 	sumShared := strings.Repeat("b", 64)
 
+	// Created long ago, finished lately (a retry after a long backoff):
+	// kept, by finished_at.
+	lateFinish := f.finishWithHistory(t, strings.Repeat("c", 64))
+	f.age(t, lateFinish.ID, 9*day)
+	if _, err := f.pool.Exec(f.ctx, "UPDATE jobs SET finished_at = now() - interval '1 day' WHERE id = $1", lateFinish.ID); err != nil {
+		t.Fatal(err)
+	}
 	oldDone := f.finishWithHistory(t, sumOld)
 	f.age(t, oldDone.ID, 8*day)
 	oldShared := f.finishWithHistory(t, sumShared)
@@ -185,7 +192,7 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	}
 
 	before := map[int64]string{}
-	all := []int64{oldDone.ID, oldShared.ID, young.ID, oldPending.ID, oldRunning.ID, cancelled.ID, deadYoung.ID, deadOld.ID}
+	all := []int64{lateFinish.ID, oldDone.ID, oldShared.ID, young.ID, oldPending.ID, oldRunning.ID, cancelled.ID, deadYoung.ID, deadOld.ID}
 	for _, id := range all {
 		before[id] = f.history(t, id)
 	}
@@ -230,7 +237,7 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 		!strings.Contains(before[oldDone.ID], "artifacts=1") || strings.Contains(before[oldDone.ID], "events=0") {
 		t.Fatalf("setup: the old job had no full history: %s", before[oldDone.ID])
 	}
-	for _, id := range []int64{young.ID, oldPending.ID, oldRunning.ID, deadYoung.ID} {
+	for _, id := range []int64{lateFinish.ID, young.ID, oldPending.ID, oldRunning.ID, deadYoung.ID} {
 		if got := f.history(t, id); got != before[id] {
 			t.Errorf("kept job %d: %s, was %s", id, got, before[id])
 		}
