@@ -84,13 +84,17 @@ type Store struct {
 	// content has just recorded. (Processes sharing the directory are not
 	// covered; an orphan or missing file is then possible but rare.)
 	locks [256]sync.Mutex
+	// gcGrace is how long a file is safe from the collector after it was
+	// placed or reused (see CollectFiles); beforeRemove is a test hook.
+	gcGrace      time.Duration
+	beforeRemove func(sum string)
 }
 
 // New returns a Store in dir, creating its objects and tmp directories.
 func New(dir string, q *queue.Client, limits Limits) (*Store, error) {
 	s := &Store{
 		objects: filepath.Join(dir, "objects"), tmp: filepath.Join(dir, "tmp"),
-		q: q, limits: limits.withDefaults(),
+		q: q, limits: limits.withDefaults(), gcGrace: DefaultGCGrace,
 	}
 	for _, d := range []string{s.objects, s.tmp} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -222,33 +226,55 @@ func (s *Store) publish(ctx context.Context, l queue.Lease, tmpName string, a qu
 	mu.Lock()
 	defer mu.Unlock()
 
-	if err := s.place(tmpName, s.path(a.SHA256)); err != nil {
+	path := s.path(a.SHA256)
+	reused, err := s.place(tmpName, path)
+	if err != nil {
 		_ = os.Remove(tmpName)
 		return queue.Artifact{}, fmt.Errorf("storing artifact: %w", err)
 	}
 
+	if !reused {
+		// The figures are kept, not exact: a failure here (or a crash)
+		// leaves them off until the pruner's next sweep sets them.
+		_ = s.q.AddArtifactStorage(ctx, 1, a.Size)
+	}
+
 	rec, err := s.q.RecordArtifact(ctx, l, a)
 	if err != nil {
-		s.removeUnused(ctx, a.SHA256)
+		s.removeUnused(ctx, a.SHA256, a.Size)
+		_ = os.Remove(tmpName)
 		return queue.Artifact{}, err
+	}
+	if reused {
+		// The row names the file now. Should a collector of another
+		// process have removed it all the same (see CollectFiles), the
+		// upload's own copy takes its place.
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			_ = os.Rename(tmpName, path)
+		}
+		_ = os.Remove(tmpName)
 	}
 	return rec, nil
 }
 
-// place renames tmpName to path, or drops it when path exists already:
-// the name is the content's hash, so the bytes are the same.
-func (s *Store) place(tmpName, path string) error {
+// place renames tmpName to path or, when path exists already (the name is
+// the content's hash, so the bytes are the same), marks that file fresh
+// (its mtime) and reports reused: the caller then keeps tmpName until the
+// artifact is recorded. The fresh mtime is what keeps a collector from
+// removing the file meanwhile (see CollectFiles).
+func (s *Store) place(tmpName, path string) (reused bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
+		return false, err
 	}
-	_, err := os.Lstat(path)
+	now := time.Now()
+	err = os.Chtimes(path, now, now)
 	switch {
 	case err == nil:
-		return os.Remove(tmpName)
+		return true, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return os.Rename(tmpName, path)
+		return false, os.Rename(tmpName, path)
 	default:
-		return err
+		return false, err
 	}
 }
 
@@ -256,14 +282,16 @@ func (s *Store) place(tmpName, path string) error {
 // runs after a refusal, maybe because the client went away, so it does
 // not inherit ctx's cancellation. A failure leaves an unreferenced file,
 // which costs only disk space until retention collects it.
-func (s *Store) removeUnused(ctx context.Context, sum string) {
+func (s *Store) removeUnused(ctx context.Context, sum string, size int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	inUse, err := s.q.ArtifactFileInUse(ctx, sum)
 	if err != nil || inUse {
 		return
 	}
-	_ = os.Remove(s.path(sum))
+	if os.Remove(s.path(sum)) == nil {
+		_ = s.q.AddArtifactStorage(ctx, -1, -size)
+	}
 }
 
 // Open returns the metadata and the open file of artifact id; the caller

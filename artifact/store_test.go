@@ -16,6 +16,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/artifact/artifacttest"
 	"github.com/leasehold/leasehold/db/dbtest"
@@ -25,6 +27,7 @@ import (
 type fixture struct {
 	ctx   context.Context
 	q     *queue.Client
+	pool  *pgxpool.Pool
 	store *artifact.Store
 	// base holds dir and nothing else, so that a file written outside the
 	// store shows up in it.
@@ -36,7 +39,7 @@ func setup(t *testing.T, limits ...artifact.Limits) *fixture {
 	pool := dbtest.NewPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	f := &fixture{ctx: ctx, q: queue.NewClient(pool, slog.New(slog.DiscardHandler)), base: t.TempDir()}
+	f := &fixture{ctx: ctx, q: queue.NewClient(pool, slog.New(slog.DiscardHandler)), pool: pool, base: t.TempDir()}
 	f.dir = filepath.Join(f.base, "store")
 	var l artifact.Limits
 	if len(limits) > 0 {

@@ -126,6 +126,12 @@ type Artifact struct {
 	CreatedAt   time.Time
 }
 
+type ArtifactStorage struct {
+	Shard int32
+	Files int64
+	Bytes int64
+}
+
 type Attempt struct {
 	JobID       int64
 	Number      int32

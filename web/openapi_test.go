@@ -244,7 +244,7 @@ func TestOpenAPIRejectsWrongResponses(t *testing.T) {
 	v := openapiValidator(t)
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/stats", nil)
 	jsonHeader := http.Header{"Content-Type": {"application/json"}}
-	stats := `{"jobs":{"pending":0,"running":0,"succeeded":0,"dead":0,"cancelled":0},"workers":[]}`
+	stats := `{"jobs":{"pending":0,"running":0,"succeeded":0,"dead":0,"cancelled":0},"workers":[],"storage":{"artifact_files":0,"artifact_bytes":0}}`
 	for name, tc := range map[string]struct {
 		status int
 		body   string

@@ -31,7 +31,13 @@ func (s *server) overviewPage(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
+	storage, err := s.queue.ArtifactStorage(ctx)
+	if err != nil {
+		return fmt.Errorf("overview: %w", err)
+	}
 	v := templates.OverviewView{
+		ArtifactFiles: storage.ArtifactFiles,
+		ArtifactBytes: storage.ArtifactBytes,
 		Stats:         make([]templates.OverviewStat, len(queue.States)),
 		Dead:          make([]templates.OverviewDead, len(dead)),
 		Workers:       make([]templates.OverviewWorker, len(workers)),

@@ -35,6 +35,7 @@ const usage = `usage:
   server token create --role admin|worker --name NAME
   server token list
   server token revoke NAME
+  server prune [--dry-run]                         one retention pass now; print what it removed
   server --version                                 print the version and commit
 
 The database is $DATABASE_URL; when it is unset, a private PostgreSQL
@@ -54,6 +55,8 @@ func run(args []string) error {
 			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return migrateCmd(pool, args[1:]) })
 		case "token":
 			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return tokenCmd(ctx, pool, args[1:]) })
+		case "prune":
+			return pruneCmd(args[1:])
 		case "help":
 			return serve([]string{"--help"})
 		case "version", "-version", "--version":
@@ -75,6 +78,8 @@ func serve(args []string) error {
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 	)
+	retention := queue.DefaultRetention()
+	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
 	var trustedProxies []netip.Prefix
 	fs.Func("trusted-proxies", "comma-separated IPs or CIDR ranges of reverse proxies whose X-Forwarded-For names the client (default: none)",
 		func(v string) (err error) { trustedProxies, err = web.ParseTrustedProxies(v); return err })
@@ -122,6 +127,10 @@ func serve(args []string) error {
 	reaperDone := make(chan struct{})
 	go func() { _ = reaper.Run(ctx); close(reaperDone) }()
 
+	pruner := queue.NewPruner(pool, queue.PrunerConfig{Retention: retention, Files: store, Logger: logger})
+	prunerDone := make(chan struct{})
+	go func() { _ = pruner.Run(ctx); close(prunerDone) }()
+
 	jobs := queue.NewJobNotifier(pool, logger)
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
@@ -156,6 +165,7 @@ func serve(args []string) error {
 		logger.Warn("shutting down HTTP", "err", err)
 	}
 	<-reaperDone
+	<-prunerDone
 	logger.Info("server stopped")
 	return nil
 }

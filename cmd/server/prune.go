@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/cmd/internal/cli"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// pruneCmd is server prune [--dry-run]: one retention pass with the
+// server's configuration, every artifact file looked at, and a report of
+// what went (or would go).
+func pruneCmd(args []string) error {
+	fs := flag.NewFlagSet("server prune", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: server prune [--dry-run]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	dryRun := fs.Bool("dry-run", false, "delete nothing; print what a pass would remove")
+	artifacts := fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
+	retention := queue.DefaultRetention()
+	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
+	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("server prune: unexpected argument %q", fs.Arg(0))
+	}
+	return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error {
+		store, err := artifact.New(*artifacts, queue.NewClient(pool, nil), artifact.Limits{})
+		if err != nil {
+			return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+		}
+		p := queue.NewPruner(pool, queue.PrunerConfig{Retention: retention, Files: store})
+		res, err := p.Prune(ctx, queue.PruneOptions{DryRun: *dryRun, Sweep: true})
+		printPrune(os.Stdout, retention, res, *dryRun)
+		return err
+	})
+}
+
+func printPrune(w io.Writer, r queue.Retention, res queue.PruneResult, dryRun bool) {
+	verb := "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(w, "retention %s\n", r)
+	for _, st := range queue.FinishedStates {
+		fmt.Fprintf(w, "%s %d %s jobs\n", verb, res.Jobs[st], st)
+	}
+	fmt.Fprintf(w, "%s %d artifact files, %d bytes\n", verb, res.Files, res.Bytes)
+}

@@ -1,0 +1,122 @@
+package queue
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FinishedStates are the states retention applies to, in the order a pass
+// prunes them.
+var FinishedStates = []State{StateSucceeded, StateCancelled, StateDead}
+
+// DefaultRetentionSpec is LEASEHOLD_RETENTION's default.
+const DefaultRetentionSpec = "succeeded=7d,cancelled=7d,dead=30d"
+
+// Retention is how long finished jobs of each state are kept after they
+// finish; a state that is absent (or 0) is kept for ever.
+type Retention map[State]time.Duration
+
+// DefaultRetention is succeeded and cancelled jobs for 7 days, dead ones
+// for 30.
+func DefaultRetention() Retention {
+	return Retention{StateSucceeded: 7 * day, StateCancelled: 7 * day, StateDead: 30 * day}
+}
+
+const day = 24 * time.Hour
+
+// ParseRetention reads LEASEHOLD_RETENTION: "off" keeps everything;
+// otherwise comma-separated STATE=DURATION, where DURATION is a Go
+// duration ("2s", "36h") or whole days ("7d"), or "off" for that state.
+// States not named keep their default.
+func ParseRetention(spec string) (Retention, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "off" {
+		return Retention{}, nil
+	}
+	r := DefaultRetention()
+	if spec == "" {
+		return r, nil
+	}
+	for _, item := range strings.Split(spec, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(item), "=")
+		st := State(strings.TrimSpace(name))
+		if !ok || !isFinished(st) {
+			return nil, fmt.Errorf("retention %q: want STATE=DURATION with STATE one of succeeded, cancelled, dead", item)
+		}
+		value = strings.TrimSpace(value)
+		if value == "off" {
+			delete(r, st)
+			continue
+		}
+		d, err := parseRetentionDuration(value)
+		if err != nil {
+			return nil, fmt.Errorf("retention %s=%q: %w", st, value, err)
+		}
+		r[st] = d
+	}
+	return r, nil
+}
+
+// parseRetentionDuration reads a Go duration or N days ("7d"), at least
+// one second.
+func parseRetentionDuration(v string) (time.Duration, error) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days < 0 || days > 100*365 {
+			return 0, fmt.Errorf("want whole days such as 7d, or a Go duration such as 36h")
+		}
+		d = time.Duration(days) * day
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("want a Go duration such as 36h, or whole days such as 7d")
+		}
+	}
+	if d < time.Second {
+		return 0, fmt.Errorf("want at least 1s (or off)")
+	}
+	return d, nil
+}
+
+// String is the retention in ParseRetention's form.
+func (r Retention) String() string {
+	var parts []string
+	for _, st := range FinishedStates {
+		if d, ok := r[st]; ok && d > 0 {
+			parts = append(parts, string(st)+"="+formatRetention(d))
+		}
+	}
+	if len(parts) == 0 {
+		return "off"
+	}
+	return strings.Join(parts, ",")
+}
+
+func formatRetention(d time.Duration) string {
+	if d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return d.String()
+}
+
+// Set implements flag.Value.
+func (r *Retention) Set(v string) error {
+	p, err := ParseRetention(v)
+	if err != nil {
+		return err
+	}
+	*r = p
+	return nil
+}
+
+func isFinished(st State) bool {
+	for _, f := range FinishedStates {
+		if st == f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,92 @@
+package queue_test
+
+import (
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// TestPruneScale measures a prune of 100,000 finished jobs, each with an
+// event, a failed attempt and an artifact row, while a worker claims and
+// completes jobs: how long the prune takes and the claim latency
+// meanwhile. A measurement, not a test of speed: it asserts only that the
+// prune deleted what it should and claims went on. Run with
+// LEASEHOLD_PRUNE_SCALE=1.
+func TestPruneScale(t *testing.T) {
+	if os.Getenv("LEASEHOLD_PRUNE_SCALE") == "" {
+		t.Skip("set LEASEHOLD_PRUNE_SCALE=1 to measure")
+	}
+	f := setup(t, 8)
+	const old, pending = 100_000, 20_000
+	_, err := f.pool.Exec(f.ctx, `
+		WITH j AS (
+			INSERT INTO jobs (kind, state, attempt, lease_owner, lease_token, attempt_started_at, created_at, finished_at)
+			SELECT 'scale', 'succeeded', 2, 'w', g, now() - interval '9 days', now() - interval '9 days', now() - interval '8 days'
+			FROM generate_series(1, $1) g RETURNING id),
+		e AS (INSERT INTO events (job_id, type, attempt) SELECT id, 'failed', 1 FROM j),
+		a AS (INSERT INTO attempts (job_id, number, worker_id, lease_token, outcome) SELECT id, 1, 'w', 0, 'failed' FROM j)
+		INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256)
+		SELECT id, 2, 'screenshot', 's.png', 'image/png', 1000, encode(sha256(id::text::bytea), 'hex') FROM j`, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(f.ctx, `INSERT INTO jobs (kind) SELECT 'live' FROM generate_series(1, $1)`, pending); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(f.ctx, `VACUUM ANALYZE jobs, events, attempts, artifacts`); err != nil {
+		t.Fatal(err)
+	}
+
+	var stop, pruning atomic.Bool
+	latencies := make(chan [2][]time.Duration)
+	go func() {
+		var lat [2][]time.Duration // before the prune, during it
+		for !stop.Load() {
+			phase := 0
+			if pruning.Load() {
+				phase = 1
+			}
+			start := time.Now()
+			jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: "w1", Queues: []string{"default"}, Limit: 1, Lease: time.Minute})
+			lat[phase] = append(lat[phase], time.Since(start))
+			if err != nil || len(jobs) != 1 {
+				t.Errorf("claim: %v, %d jobs", err, len(jobs))
+				break
+			}
+			if _, err := f.client.Complete(f.ctx, leaseOf(jobs[0]), nil); err != nil {
+				t.Error(err)
+				break
+			}
+		}
+		latencies <- lat
+	}()
+	time.Sleep(3 * time.Second) // a baseline before the prune starts
+	p := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: queue.DefaultRetention()})
+	pruning.Store(true)
+	start := time.Now()
+	res, err := p.Prune(f.ctx, queue.PruneOptions{})
+	took := time.Since(start)
+	stop.Store(true)
+	lats := <-latencies
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs[queue.StateSucceeded] != old {
+		t.Fatalf("pruned %v, want %d succeeded", res.Jobs, old)
+	}
+	assertCountsExact(t, f)
+	t.Logf("pruned %d jobs (each with an event, an attempt and an artifact) in %v", old, took.Round(time.Millisecond))
+	for i, lat := range lats {
+		if len(lat) == 0 {
+			t.Fatal("no claims")
+		}
+		slices.Sort(lat)
+		q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+		t.Logf("%s: %d claims, p50 %v, p99 %v, max %v", []string{"before the prune", "during the prune"}[i],
+			len(lat), q(0.5), q(0.99), lat[len(lat)-1])
+	}
+}
