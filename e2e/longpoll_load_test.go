@@ -19,13 +19,14 @@ import (
 )
 
 // Bounds of the load test. The server never holds more PostgreSQL
-// connections than its pool (cmd/server: 32) plus its three sessions of
-// its own (the job notifier's LISTEN; the reaper role's lock, and the
-// active reaper's LISTEN), however many workers wait on its long poll.
+// connections than its pool (cmd/server: 32) plus its four sessions of
+// its own (the job notifier's LISTEN; the reaper and pruner roles' locks,
+// and the active reaper's LISTEN), however many workers wait on its long
+// poll.
 const (
 	loadClients      = 1000
 	serverPoolMax    = 32
-	serverOwnConns   = 3
+	serverOwnConns   = 4
 	maxServerRSS     = 400 << 20
 	maxGoroutinesPer = 4 // per waiting client: its connection's, and net/http's background read
 )
@@ -134,7 +135,9 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 	sample := func() {
 		g, rss := e.serverGauges()
 		var conns, busy int
-		if err := e.pool.QueryRow(e.ctx, `SELECT count(*), count(*) FILTER (WHERE state <> 'idle')
+		// Busy is running a statement: the roles' lock sessions rest idle in
+		// a transaction that holds no snapshot (queue/leader.go).
+		if err := e.pool.QueryRow(e.ctx, `SELECT count(*), count(*) FILTER (WHERE state NOT IN ('idle', 'idle in transaction'))
 			FROM pg_stat_activity WHERE application_name = 'leasehold-server' AND datname = current_database()`).Scan(&conns, &busy); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +192,8 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 	if peakConns > serverPoolMax+serverOwnConns {
 		t.Errorf("the server held %d PostgreSQL connections, more than its pool's %d and its own %d", peakConns, serverPoolMax, serverOwnConns)
 	}
-	// A waiting claim holds no connection: while all wait, nothing runs.
+	// A waiting claim holds no connection: while all wait, nothing runs
+	// but, at most, a role's keep-alive caught by the sample.
 	if waitingBusy > 1 {
 		t.Errorf("%d of the server's connections were busy while every claim waited", waitingBusy)
 	}
