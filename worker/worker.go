@@ -79,11 +79,6 @@ func New(cfg Config) *Worker {
 	return &Worker{backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log}
 }
 
-// claimLinger is how long a busy worker waits after a job ends for more
-// to end before it claims for the freed slots. A worker whose slots are
-// all free claims at once.
-const claimLinger = 2 * time.Millisecond
-
 // presenceEvery is how often a worker reports itself alive (/workers
 // counts a worker seen within the last minute as online).
 const presenceEvery = 10 * time.Second
@@ -149,40 +144,20 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue // there may be more
 			}
 		}
-		freed := false
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-poll.C:
 		case <-done:
 			inflight--
-			freed = true
 		}
-		// Claim for every slot freed meanwhile in one statement; while
-		// other jobs run, give them a moment to finish too, so that claims
-		// grow with the load instead of taking one job at a time.
-		var linger <-chan time.Time
-		if freed && inflight > 0 {
-			linger = time.After(claimLinger)
-		}
-	drain:
-		for {
-			if linger == nil {
-				select {
-				case <-done:
-					inflight--
-					continue
-				default:
-					break drain
-				}
-			}
+		// Claim for every slot freed meanwhile in one statement.
+		for drained := false; !drained; {
 			select {
 			case <-done:
 				inflight--
-			case <-linger:
-				break drain
-			case <-ctx.Done():
-				break drain
+			default:
+				drained = true
 			}
 		}
 	}
