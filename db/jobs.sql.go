@@ -152,8 +152,9 @@ WITH candidates AS MATERIALIZED (
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = now() + LEAST($5::integer, j.timeout_ms) * interval '1 millisecond'
-    FROM candidates c
-    WHERE j.id = c.id
+    -- By id, through the primary key: joined to the CTE instead, the
+    -- planner, which cannot see how few rows it holds, may scan the table.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($5::integer, timeout_ms))::text) AS sent
@@ -275,7 +276,8 @@ WITH input AS (
 UPDATE jobs j
 SET state = 'succeeded', result = i.result, finished_at = now()
 FROM input i
-WHERE j.id = i.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
+  AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
 RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
 `
 
@@ -286,6 +288,8 @@ RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state
 // in id order, the order bulk cancel and retry lock them in, so the two
 // do not deadlock in practice (were they to, PostgreSQL would end one and
 // the worker write its batch again).
+// The ids again as an array, so that the rows are found by primary key
+// rather than by scanning every running job.
 func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]Job, error) {
 	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
 	if err != nil {

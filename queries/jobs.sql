@@ -77,8 +77,9 @@ WITH candidates AS MATERIALIZED (
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
-    FROM candidates c
-    WHERE j.id = c.id
+    -- By id, through the primary key: joined to the CTE instead, the
+    -- planner, which cannot see how few rows it holds, may scan the table.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.*
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms))::text) AS sent
@@ -119,7 +120,10 @@ WITH input AS (
 UPDATE jobs j
 SET state = 'succeeded', result = i.result, finished_at = now()
 FROM input i
-WHERE j.id = i.id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+-- The ids again as an array, so that the rows are found by primary key
+-- rather than by scanning every running job.
+WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
+  AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
 RETURNING j.*;
 
 -- name: JobFail :one
