@@ -97,7 +97,7 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				waiting.Add(1)
-				resp, err := post(ctx, secret, "/api/v1/worker/claim", `{"queues":["load"],"wait_ms":8000,"lease_ms":60000}`)
+				resp, err := post(ctx, secret, "/api/v1/worker/claim", `{"queues":["load"],"wait_ms":30000,"lease_ms":60000}`)
 				waiting.Add(-1)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -147,7 +147,22 @@ func TestThousandLongPollingWorkersStayBounded(t *testing.T) {
 	e.eventually("every client waits on the long poll", 60*time.Second, func() bool {
 		return waiting.Load() == loadClients
 	})
-	time.Sleep(time.Second) // the last requests reach their wait
+	// The last requests reach their wait: the server has run every first
+	// claim (on a loaded machine that takes seconds) and stays quiet for a
+	// second, ten samples in a row.
+	quiet := 0
+	e.eventually("the server's first claims are done", 30*time.Second, func() bool {
+		var busy int
+		if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FILTER (WHERE state NOT IN ('idle', 'idle in transaction'))
+			FROM pg_stat_activity WHERE application_name = 'leasehold-server' AND datname = current_database()`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if quiet = quiet + 1; busy != 0 {
+			quiet = 0
+		}
+		time.Sleep(100 * time.Millisecond)
+		return quiet >= 10
+	})
 	for range 10 {
 		sample()
 		time.Sleep(300 * time.Millisecond)
