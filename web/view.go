@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/workerapi"
@@ -51,28 +50,10 @@ type eventView struct {
 }
 
 // artifactView is an artifact's metadata; its bytes are at
-// /artifacts/{id}.
-type artifactView struct {
-	ID          int64   `json:"id"`
-	Attempt     int32   `json:"attempt"`
-	Kind        string  `json:"kind"`
-	Name        string  `json:"name"`
-	ContentType string  `json:"content_type"`
-	Size        int64   `json:"size"`
-	SHA256      string  `json:"sha256"`
-	Width       *int32  `json:"width,omitempty"`
-	Height      *int32  `json:"height,omitempty"`
-	URL         string  `json:"url"`
-	CreatedAt   apiTime `json:"created_at"`
-}
+// /artifacts/{id}. The worker API shows it alike.
+type artifactView = workerapi.Artifact
 
-func newArtifactView(a queue.Artifact) artifactView {
-	return artifactView{
-		ID: a.ID, Attempt: a.Attempt, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType, Size: a.Size,
-		SHA256: a.SHA256, Width: a.Width, Height: a.Height, URL: fmt.Sprintf("/artifacts/%d", a.ID),
-		CreatedAt: apiTime(a.CreatedAt),
-	}
-}
+func newArtifactView(a queue.Artifact) artifactView { return workerapi.NewArtifact(a) }
 
 // effectView is one entry of the side-effect ledger.
 type effectView struct {
