@@ -104,6 +104,9 @@ func (r *Reaper) session(ctx context.Context) error {
 // reap is the active reaper: it holds a listening connection of its own
 // and runs its statements on the pool.
 func (r *Reaper) reap(ctx context.Context) error {
+	// Active from the moment the role is held: the hand-over is done.
+	r.active.Store(true)
+	defer r.active.Store(false)
 	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("connecting reaper listener: %w", err)
@@ -112,8 +115,6 @@ func (r *Reaper) reap(ctx context.Context) error {
 	if err := db.New(conn).ListenReaper(ctx); err != nil {
 		return fmt.Errorf("listening for wake-ups: %w", err)
 	}
-	r.active.Store(true)
-	defer r.active.Store(false)
 	r.cfg.Logger.Info("reaper active")
 	q := db.New(r.pool)
 	for {
