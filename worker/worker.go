@@ -227,7 +227,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
-	log.Info("job claimed", "kind", job.Kind)
+	// One line per job at info (its outcome); its claim is debug, since at
+	// thousands of short jobs a second the log is a cost of its own.
+	log.Debug("job claimed", "kind", job.Kind)
 
 	if !time.Now().Before(validUntil.Add(-w.margin())) {
 		// The claim's answer came too late to trust its lease (held up on
@@ -278,7 +280,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			break
 		}
 		if werr == nil {
-			log.Info("job succeeded", "took", time.Since(claimedAt))
+			log.Info("job succeeded", "kind", job.Kind, "took", time.Since(claimedAt))
 		}
 	case errors.Is(cause, errCancelled):
 		werr = w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr })
@@ -291,7 +293,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			_, ferr := w.backend.Fail(ctx, lease, err.Error(), !IsPermanent(err))
 			return ferr
 		})
-		log.Info("job failed", "err", err, "permanent", IsPermanent(err))
+		log.Info("job failed", "kind", job.Kind, "err", err, "permanent", IsPermanent(err))
 	}
 	if werr != nil {
 		log.Warn("writing outcome", "err", werr)

@@ -88,7 +88,7 @@ func serve(args []string) error {
 	} else if err != nil {
 		return err
 	}
-	logger := cli.NewLogger(*logFormat)
+	logger := cli.NewLogger(*logFormat, slog.LevelInfo)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
@@ -212,7 +212,7 @@ func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func
 }
 
 func withDatabase(fn func(context.Context, *pgxpool.Pool) error) error {
-	logger := cli.NewLogger("text")
+	logger := cli.NewLogger("text", slog.LevelInfo)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 	pool, closeDB, err := openDatabase(ctx, logger)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -58,14 +59,16 @@ func run(args []string) error {
 		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 10s direct, 1s remote)")
 		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
+		logLevel    slog.Level // info
 	)
+	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "least level logged: debug (each job's claim too), info (each job's outcome), warn or error")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	logger := cli.NewLogger(*logFormat)
+	logger := cli.NewLogger(*logFormat, logLevel)
 
 	if *execCmd != "" && *execName != "exec" {
 		return fmt.Errorf("--exec is for --executor exec, not %s", *execName)

@@ -26,12 +26,14 @@ func SignalContext(logger *slog.Logger) (context.Context, func()) {
 	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
-// NewLogger returns a logger to stderr in format "text" or "json".
-func NewLogger(format string) *slog.Logger {
+// NewLogger returns a logger to stderr in format "text" or "json" that
+// writes records of level and above.
+func NewLogger(format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 // SplitList splits a comma-separated flag value, dropping empty parts.
