@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,26 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/db/pgcluster"
 )
-
-// newEnvOn is newEnv on a database the test provides.
-func newEnvOn(t *testing.T, url string) *env {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return &env{t: t, ctx: ctx, dbURL: url, pool: pool, token: "lh_test_" + hex.EncodeToString(b)}
-}
 
 // privateCluster starts a PostgreSQL cluster of the test's own, which it
 // may restart at will without touching the machine's server.

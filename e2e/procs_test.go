@@ -61,7 +61,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := dbtest.NewDatabase(t)
+	return newEnvOn(t, dbtest.NewDatabase(t))
+}
+
+// newEnvOn is an env on a database the caller provides (newEnv makes
+// one of dbtest's; a restart test brings its own cluster's).
+func newEnvOn(t *testing.T, url string) *env {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
