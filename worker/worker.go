@@ -226,33 +226,32 @@ func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
 func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, free func()) {
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
-	log := w.log.With("job_id", job.ID, "attempt", job.Attempt, "token", job.LeaseToken)
+	jl := &jobLog{base: w.log, job: job}
 	// One line per job at info (its outcome); its claim is debug, since at
 	// thousands of short jobs a second the log is a cost of its own.
-	log.Debug("job claimed", "kind", job.Kind)
+	if w.log.Enabled(jobsCtx, slog.LevelDebug) {
+		jl.get().Debug("job claimed", "kind", job.Kind)
+	}
 
 	if !time.Now().Before(validUntil.Add(-w.margin())) {
 		// The claim's answer came too late to trust its lease (held up on
 		// the network, say): ask the database before starting anything.
 		var ok bool
-		if validUntil, ok = w.confirm(jobsCtx, lease, log); !ok {
+		if validUntil, ok = w.confirm(jobsCtx, lease, jl.get()); !ok {
 			return
 		}
 	}
 
 	execCtx, stop := context.WithCancelCause(jobsCtx)
 	defer stop(nil)
-	beatDone := make(chan struct{})
-	var beatWG sync.WaitGroup
-	beatWG.Go(func() { validUntil = w.heartbeat(execCtx, lease, validUntil, stop, beatDone, log) })
+	beat := w.startHeartbeat(execCtx, lease, validUntil, stop, jl)
 
 	result, err := w.cfg.Executor.Run(execCtx, job, reporter{backend: w.backend, lease: lease})
 	cause := context.Cause(execCtx)
-	close(beatDone)
-	beatWG.Wait()
+	validUntil = beat.end()
 	free()
 	if errors.Is(cause, errLeaseLost) {
-		log.Warn("job stopped: lease lost; writing nothing")
+		jl.get().Warn("job stopped: lease lost; writing nothing")
 		return
 	}
 
@@ -271,7 +270,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		if refused(werr) {
 			// A result the queue will never take: end the attempt with the
 			// reason now, rather than let its lease run out unexplained.
-			log.Warn("result refused; failing the attempt", "err", werr)
+			jl.get().Warn("result refused; failing the attempt", "err", werr)
 			reason := "result refused: " + werr.Error()
 			werr = w.retry(ctx, "fail", func(ctx context.Context) error {
 				_, ferr := w.backend.Fail(ctx, lease, reason, true)
@@ -280,23 +279,24 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			break
 		}
 		if werr == nil {
-			log.Info("job succeeded", "kind", job.Kind, "took", time.Since(claimedAt))
+			w.log.LogAttrs(ctx, slog.LevelInfo, "job succeeded", append(jl.attrs(),
+				slog.String("kind", job.Kind), slog.Duration("took", time.Since(claimedAt)))...)
 		}
 	case errors.Is(cause, errCancelled):
 		werr = w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr })
-		log.Info("job cancelled")
+		jl.get().Info("job cancelled")
 	case errors.Is(cause, errShutdown):
 		werr = w.retry(ctx, "release", func(ctx context.Context) error { _, rerr := w.backend.Release(ctx, lease); return rerr })
-		log.Info("job released at shutdown")
+		jl.get().Info("job released at shutdown")
 	default:
 		werr = w.retry(ctx, "fail", func(ctx context.Context) error {
 			_, ferr := w.backend.Fail(ctx, lease, err.Error(), !IsPermanent(err))
 			return ferr
 		})
-		log.Info("job failed", "kind", job.Kind, "err", err, "permanent", IsPermanent(err))
+		jl.get().Info("job failed", "kind", job.Kind, "err", err, "permanent", IsPermanent(err))
 	}
 	if werr != nil {
-		log.Warn("writing outcome", "err", werr)
+		jl.get().Warn("writing outcome", "err", werr)
 	}
 }
 
@@ -352,7 +352,8 @@ func (w *Worker) confirm(ctx context.Context, lease queue.Lease, log *slog.Logge
 	return validUntil, true
 }
 
-// heartbeat renews the lease every Heartbeat until done closes, and
+// heartbeat renews the lease at once (it is called when the first renewal
+// is due) and then every Heartbeat until done closes, and
 // returns when the lease ends at the earliest. A refused renewal stops the
 // executor at once. When renewals fail for another reason (database
 // unreachable), the worker fences itself: it stops the executor before the
@@ -369,15 +370,12 @@ func (w *Worker) heartbeat(ctx context.Context, lease queue.Lease, validUntil ti
 	defer abandon()
 	go func() { <-done; abandon() }()
 	margin := w.margin()
-	wait := w.cfg.Heartbeat
 	cancelled := false
 	for {
-		timer := time.NewTimer(min(wait, time.Until(validUntil.Add(-margin))))
 		select {
 		case <-done:
-			timer.Stop()
 			return validUntil
-		case <-timer.C:
+		default:
 		}
 		if !time.Now().Before(validUntil.Add(-margin)) {
 			log.Warn("fencing: lease could not be renewed in time", "lease_valid_for", time.Until(validUntil))
@@ -388,6 +386,7 @@ func (w *Worker) heartbeat(ctx context.Context, lease queue.Lease, validUntil ti
 		callCtx, cancel := context.WithDeadline(callBase, validUntil.Add(-margin))
 		res, err := w.backend.Heartbeat(callCtx, lease)
 		cancel()
+		wait := w.cfg.Heartbeat
 		switch {
 		case callBase.Err() != nil:
 			return validUntil // the job ended meanwhile
@@ -398,16 +397,72 @@ func (w *Worker) heartbeat(ctx context.Context, lease queue.Lease, validUntil ti
 		case err != nil:
 			log.Warn("heartbeat failed", "err", err, "lease_valid_for", time.Until(validUntil))
 			wait = min(w.cfg.Heartbeat, 250*time.Millisecond)
-			continue
+		default:
+			validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
+			if res.CancelRequested && !cancelled {
+				cancelled = true
+				log.Info("cancel requested: stopping job")
+				stop(errCancelled)
+			}
 		}
-		validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
-		wait = w.cfg.Heartbeat
-		if res.CancelRequested && !cancelled {
-			cancelled = true
-			log.Info("cancel requested: stopping job")
-			stop(errCancelled)
+		timer := time.NewTimer(min(wait, time.Until(validUntil.Add(-margin))))
+		select {
+		case <-done:
+			timer.Stop()
+			return validUntil
+		case <-timer.C:
 		}
 	}
+}
+
+// A beat is a job's lease renewal. Most short jobs end before their first
+// renewal is due, and for them it is one timer: the goroutine that renews
+// starts only when the first renewal is.
+type beat struct {
+	timer      *time.Timer
+	done       chan struct{} // closed when the job has ended
+	finished   chan struct{} // closed when renewing has stopped
+	validUntil time.Time
+}
+
+// startHeartbeat renews lease, first after Heartbeat (or sooner, if the
+// lease would end first), until end is called.
+func (w *Worker) startHeartbeat(ctx context.Context, lease queue.Lease, validUntil time.Time, stop context.CancelCauseFunc, jl *jobLog) *beat {
+	b := &beat{done: make(chan struct{}), finished: make(chan struct{}), validUntil: validUntil}
+	first := min(w.cfg.Heartbeat, time.Until(validUntil.Add(-w.margin())))
+	b.timer = time.AfterFunc(first, func() {
+		defer close(b.finished)
+		b.validUntil = w.heartbeat(ctx, lease, b.validUntil, stop, b.done, jl.get())
+	})
+	return b
+}
+
+// end stops renewing and returns when the lease ends at the earliest.
+func (b *beat) end() time.Time {
+	close(b.done)
+	if !b.timer.Stop() {
+		<-b.finished // renewing had begun: let it return its last deadline
+	}
+	return b.validUntil
+}
+
+// jobLog is a job's logger, made when a job first has something to say
+// beyond its one outcome line: With formats its attributes up front, and
+// at thousands of short jobs a second that is a cost of its own.
+type jobLog struct {
+	base *slog.Logger
+	job  queue.Job
+	once sync.Once
+	l    *slog.Logger
+}
+
+func (j *jobLog) attrs() []slog.Attr {
+	return []slog.Attr{slog.Int64("job_id", j.job.ID), slog.Int("attempt", int(j.job.Attempt)), slog.Int64("token", j.job.LeaseToken)}
+}
+
+func (j *jobLog) get() *slog.Logger {
+	j.once.Do(func() { j.l = slog.New(j.base.Handler().WithAttrs(j.attrs())) })
+	return j.l
 }
 
 // listen turns job notifications for this worker's queues into wake-ups;
