@@ -148,7 +148,7 @@ WITH candidates AS MATERIALIZED (
         attempt = j.attempt + 1,
         lease_owner = $4::text,
         lease_ms = $5::integer,
-        lease_token = lease_token_next(),
+        lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = now() + LEAST($5::integer, j.timeout_ms) * interval '1 millisecond'
@@ -206,8 +206,9 @@ type JobClaimRow struct {
 // runs exactly once: written as "UPDATE … WHERE id IN (SELECT … LIMIT n FOR
 // UPDATE SKIP LOCKED)" the planner may re-run the subquery and claim more
 // than n rows. Each claimed job starts a new attempt with a fencing token
-// from lease_token_next(), larger than any token the job had before; the
-// attempt lives on the job row until it ends. The reaper sleeps until the
+// from lease_token_next(), larger than any token the job had before, its
+// low bits keyed by a seed drawn once for the statement; the attempt lives
+// on the job row until it ends. The reaper sleeps until the
 // next deadline it knows of, at most @wake_below_ms: a batch whose
 // earliest lease ends sooner than that tells it so, with one notification
 // carrying that lease in ms.
@@ -278,56 +279,35 @@ SET state = 'succeeded', result = i.result, finished_at = now()
 FROM input i
 WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
   AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+RETURNING j.id, j.lease_token, j.lease_owner
 `
+
+type JobCompleteManyRow struct {
+	ID         int64
+	LeaseToken int64
+	LeaseOwner *string
+}
 
 // Completes a batch given as a JSON array of {id, lease_token, worker_id,
 // result} (one job is a batch of one). Each is fenced (lease_is_current);
-// the others are left alone and missing from the result. The attempt's
+// the others are left alone and missing from the result, which names the
+// leases it took rather than whole rows. The attempt's
 // end is the job's finished_at: nothing else is written. Rows are visited
 // in id order, the order bulk cancel and retry lock them in, so the two
 // do not deadlock in practice (were they to, PostgreSQL would end one and
 // the worker write its batch again).
 // The ids again as an array, so that the rows are found by primary key
 // rather than by scanning every running job.
-func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]Job, error) {
+func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
 	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Job
+	var items []JobCompleteManyRow
 	for rows.Next() {
-		var i Job
-		if err := rows.Scan(
-			&i.ID,
-			&i.Kind,
-			&i.Queue,
-			&i.Priority,
-			&i.Payload,
-			&i.App,
-			&i.Device,
-			&i.State,
-			&i.Attempt,
-			&i.MaxAttempts,
-			&i.CountedAttempts,
-			&i.RunAt,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.LeaseToken,
-			&i.LeaseMs,
-			&i.HeartbeatAt,
-			&i.AttemptStartedAt,
-			&i.TimeoutMs,
-			&i.CancelRequested,
-			&i.IdempotencyKey,
-			&i.BackoffBaseMs,
-			&i.BackoffMaxMs,
-			&i.LastError,
-			&i.Result,
-			&i.CreatedAt,
-			&i.FinishedAt,
-		); err != nil {
+		var i JobCompleteManyRow
+		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.LeaseOwner); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

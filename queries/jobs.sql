@@ -53,8 +53,9 @@ LIMIT @max;
 -- runs exactly once: written as "UPDATE … WHERE id IN (SELECT … LIMIT n FOR
 -- UPDATE SKIP LOCKED)" the planner may re-run the subquery and claim more
 -- than n rows. Each claimed job starts a new attempt with a fencing token
--- from lease_token_next(), larger than any token the job had before; the
--- attempt lives on the job row until it ends. The reaper sleeps until the
+-- from lease_token_next(), larger than any token the job had before, its
+-- low bits keyed by a seed drawn once for the statement; the attempt lives
+-- on the job row until it ends. The reaper sleeps until the
 -- next deadline it knows of, at most @wake_below_ms: a batch whose
 -- earliest lease ends sooner than that tells it so, with one notification
 -- carrying that lease in ms.
@@ -73,7 +74,7 @@ WITH candidates AS MATERIALIZED (
         attempt = j.attempt + 1,
         lease_owner = @worker_id::text,
         lease_ms = @lease_ms::integer,
-        lease_token = lease_token_next(),
+        lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
         heartbeat_at = now(),
         attempt_started_at = now(),
         lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
@@ -106,7 +107,8 @@ RETURNING lease_until, cancel_requested,
 -- name: JobCompleteMany :many
 -- Completes a batch given as a JSON array of {id, lease_token, worker_id,
 -- result} (one job is a batch of one). Each is fenced (lease_is_current);
--- the others are left alone and missing from the result. The attempt's
+-- the others are left alone and missing from the result, which names the
+-- leases it took rather than whole rows. The attempt's
 -- end is the job's finished_at: nothing else is written. Rows are visited
 -- in id order, the order bulk cancel and retry lock them in, so the two
 -- do not deadlock in practice (were they to, PostgreSQL would end one and
@@ -124,7 +126,7 @@ FROM input i
 -- rather than by scanning every running job.
 WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
   AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
-RETURNING j.*;
+RETURNING j.id, j.lease_token, j.lease_owner;
 
 -- name: JobFail :one
 -- Ends the attempt as failed and records it. The job goes on as

@@ -19,20 +19,12 @@ type Completion struct {
 // fail it with the reason). A worker finishing many short jobs commits
 // once per batch instead of once per job.
 func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
-	_, errs, err := c.completeMany(ctx, cs)
-	return errs, err
-}
-
-// completeMany also returns the completed jobs, in the order of cs (the
-// zero Job where the completion was refused).
-func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []error, error) {
 	type item struct {
 		ID         int64           `json:"id"`
 		LeaseToken int64           `json:"lease_token"`
 		WorkerID   string          `json:"worker_id"`
 		Result     json.RawMessage `json:"result"`
 	}
-	jobs := make([]Job, len(cs))
 	errs := make([]error, len(cs))
 	items := make([]item, 0, len(cs))
 	for i, cm := range cs {
@@ -46,31 +38,26 @@ func (c *Client) completeMany(ctx context.Context, cs []Completion) ([]Job, []er
 		items = append(items, it)
 	}
 	if len(items) == 0 {
-		return jobs, errs, nil
+		return errs, nil
 	}
 	encoded, err := json.Marshal(items)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encoding completions: %w", err)
+		return nil, fmt.Errorf("encoding completions: %w", err)
 	}
 	rows, err := c.q.JobCompleteMany(ctx, encoded)
 	if err != nil {
-		return nil, nil, fmt.Errorf("completing jobs: %w", err)
+		return nil, fmt.Errorf("completing jobs: %w", err)
 	}
-	done := make(map[Lease]Job, len(rows))
+	done := make(map[Lease]bool, len(rows))
 	for _, r := range rows {
-		done[Lease{JobID: r.ID, Token: r.LeaseToken, WorkerID: derefOr(r.LeaseOwner)}] = toJob(r)
+		done[Lease{JobID: r.ID, Token: r.LeaseToken, WorkerID: derefOr(r.LeaseOwner)}] = true
 	}
 	for i, cm := range cs {
-		if errs[i] != nil {
-			continue
+		if errs[i] == nil && !done[cm.Lease] {
+			_, errs[i] = c.completedBefore(ctx, cm.Lease)
 		}
-		job, ok := done[cm.Lease]
-		if !ok {
-			job, errs[i] = c.completedBefore(ctx, cm.Lease)
-		}
-		jobs[i] = job
 	}
-	return jobs, errs, nil
+	return errs, nil
 }
 
 func derefOr(s *string) string {

@@ -89,11 +89,17 @@ func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error
 
 // Complete ends l's attempt as succeeded with result.
 func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) (Job, error) {
-	jobs, errs, err := c.completeMany(ctx, []Completion{{Lease: l, Result: result}})
+	errs, err := c.CompleteMany(ctx, []Completion{{Lease: l, Result: result}})
 	if err != nil {
 		return Job{}, err
 	}
-	return jobs[0], errs[0]
+	if errs[0] != nil {
+		return Job{}, errs[0]
+	}
+	// The batch statement answers which completions it took, not the
+	// jobs (at thousands a second, reading back whole rows nobody looks
+	// at is a cost of its own); one job is read back.
+	return c.Get(ctx, l.JobID)
 }
 
 // Fail ends l's attempt as failed. A retryable failure is retried after
