@@ -739,32 +739,51 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs
-WHERE ($1::job_state IS NULL OR state = $1)
-  AND ($2::text IS NULL OR kind = $2)
-  AND ($3::text IS NULL OR queue = $3)
-  AND ($4::text IS NULL OR app = $4)
-  AND ($5::bigint IS NULL OR id < $5)
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs
+     WHERE (state <> 'running' OR ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL))
+       AND ($4::job_state IS NULL OR state = $4)
+       AND ($1::text IS NULL OR kind = $1)
+       AND ($2::text IS NULL OR queue = $2)
+       AND ($3::text IS NULL OR app = $3)
+       AND ($5::bigint IS NULL OR id < $5)
+     ORDER BY id DESC
+     LIMIT $6)
+    UNION ALL
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs
+     WHERE state = 'running'
+       AND NOT ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL)
+       AND ($4::job_state IS NULL OR state = $4)
+       AND ($1::text IS NULL OR kind = $1)
+       AND ($2::text IS NULL OR queue = $2)
+       AND ($3::text IS NULL OR app = $3)
+       AND ($5::bigint IS NULL OR id < $5)
+     ORDER BY id DESC
+     LIMIT $6)
+) listed
 ORDER BY id DESC
 LIMIT $6
 `
 
 type JobListParams struct {
-	State    *JobState
 	Kind     *string
 	Queue    *string
 	App      *string
+	State    *JobState
 	BeforeID *int64
 	Max      int32
 }
 
-// Keyset pagination, newest first; every filter is optional.
+// Keyset pagination, newest first; every filter is optional. The kind,
+// queue and app indexes leave running jobs out (a claim would write them
+// all), so a listing by those reads running jobs apart, through
+// jobs_running_idx: they are as many as the workers' slots at most.
 func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error) {
 	rows, err := q.db.Query(ctx, jobList,
-		arg.State,
 		arg.Kind,
 		arg.Queue,
 		arg.App,
+		arg.State,
 		arg.BeforeID,
 		arg.Max,
 	)

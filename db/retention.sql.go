@@ -155,7 +155,7 @@ SELECT id,
        coalesce(finished_at < now() - ($1::bigint) * interval '1 millisecond', false)::boolean AS expired,
        (created_at >= now() - ($1::bigint) * interval '1 millisecond')::boolean AS young
 FROM jobs
-WHERE state = $2 AND id > $3
+WHERE state = $2 AND state <> 'running' AND id > $3 -- (the index's predicate)
 ORDER BY id
 LIMIT $4
 `

@@ -38,13 +38,32 @@ SELECT * FROM jobs WHERE id = @id;
 SELECT * FROM jobs WHERE idempotency_key = ANY(@keys::text[]);
 
 -- name: JobList :many
--- Keyset pagination, newest first; every filter is optional.
-SELECT * FROM jobs
-WHERE (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
-  AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
-  AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
-  AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
-  AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+-- Keyset pagination, newest first; every filter is optional. The kind,
+-- queue and app indexes leave running jobs out (a claim would write them
+-- all), so a listing by those reads running jobs apart, through
+-- jobs_running_idx: they are as many as the workers' slots at most.
+SELECT * FROM (
+    (SELECT * FROM jobs
+     WHERE (state <> 'running' OR (sqlc.narg('kind')::text IS NULL AND sqlc.narg('queue')::text IS NULL AND sqlc.narg('app')::text IS NULL))
+       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+       AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
+       AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+     ORDER BY id DESC
+     LIMIT @max)
+    UNION ALL
+    (SELECT * FROM jobs
+     WHERE state = 'running'
+       AND NOT (sqlc.narg('kind')::text IS NULL AND sqlc.narg('queue')::text IS NULL AND sqlc.narg('app')::text IS NULL)
+       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+       AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
+       AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+     ORDER BY id DESC
+     LIMIT @max)
+) listed
 ORDER BY id DESC
 LIMIT @max;
 

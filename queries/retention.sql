@@ -13,7 +13,7 @@ SELECT id,
        coalesce(finished_at < now() - (@keep_ms::bigint) * interval '1 millisecond', false)::boolean AS expired,
        (created_at >= now() - (@keep_ms::bigint) * interval '1 millisecond')::boolean AS young
 FROM jobs
-WHERE state = @state AND id > @after
+WHERE state = @state AND state <> 'running' AND id > @after -- (the index's predicate)
 ORDER BY id
 LIMIT @batch;
 
