@@ -104,6 +104,9 @@ func ScheduleKey(name string, tick time.Time) string {
 	return "schedule:" + name + ":" + tick.UTC().Format(time.RFC3339)
 }
 
+// ValidScheduleName reports whether name may name a schedule.
+func ValidScheduleName(name string) bool { return namePattern.MatchString(name) }
+
 // CreateSchedule checks ns and stores it; its first tick is the first
 // after now. The active scheduler is woken.
 func (c *Client) CreateSchedule(ctx context.Context, ns NewSchedule, now time.Time) (Schedule, error) {
