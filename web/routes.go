@@ -75,4 +75,5 @@ func (s *server) routes(e *echo.Echo) {
 	pages.POST("/logout", s.logout, page...)
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form
+	s.schedulePages(pages, page...)
 }
