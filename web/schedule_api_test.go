@@ -87,7 +87,7 @@ func TestScheduleAPI(t *testing.T) {
 		t.Fatalf("resumed %+v", s)
 	}
 	next, _ = time.Parse(time.RFC3339Nano, *s.NextRunAt)
-	if next.Minute() != 0 || next.Second() != 0 || next.Sub(time.Now()) > time.Hour {
+	if next.Minute() != 0 || next.Second() != 0 || time.Until(next) > time.Hour {
 		t.Fatalf("next_run_at %s after resuming @hourly", *s.NextRunAt)
 	}
 	patch("nightly", `{}`).want(t, http.StatusOK)
