@@ -71,6 +71,13 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	if err := waitReady(ctx, "http://"+addr+"/health/ready"); err != nil {
 		return fmt.Errorf("server: %w (log in %s)", err, logFile.Name())
 	}
+	withSchedule := ""
+	if b.idleSchedule != "" {
+		if err := createSchedule(ctx, "http://"+addr, "lh_bench_idle_token", b.idleSchedule); err != nil {
+			return err
+		}
+		withSchedule = " with a schedule " + strconv.Quote(b.idleSchedule)
+	}
 	worker, workerExited, err := start("worker", nil, "--id", "idle-worker", "--executor", "noop",
 		"--database-url", url, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json")
 	if err != nil {
@@ -90,8 +97,28 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("idle Leasehold server + 1 direct worker over %v: %d commits, %.2f transactions/s; RSS server %.1f MiB, worker %.1f MiB\n",
-		window, commits, float64(commits)/window.Seconds(), serverRSS, workerRSS)
+	fmt.Printf("idle Leasehold server%s + 1 direct worker over %v: %d commits, %.2f transactions/s; RSS server %.1f MiB, worker %.1f MiB\n",
+		withSchedule, window, commits, float64(commits)/window.Seconds(), serverRSS, workerRSS)
+	return nil
+}
+
+// createSchedule gives the idle server a schedule, through its API.
+func createSchedule(ctx context.Context, base, token, cron string) error {
+	body := fmt.Sprintf(`{"name":"idle","cron":%s,"job":{"kind":"noop"}}`, strconv.Quote(cron))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/schedules", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("creating the idle schedule: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		return fmt.Errorf("creating the idle schedule: status %d", res.StatusCode)
+	}
 	return nil
 }
 

@@ -41,6 +41,9 @@ type bench struct {
 	tmp        string
 	statements bool
 	stops      []func()
+	// idleSchedule, when set, is the cron of a schedule the idle server
+	// holds during its window.
+	idleSchedule string
 }
 
 type result struct {
@@ -76,6 +79,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -107,7 +111,7 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched}
 	defer func() {
 		if *keep {
 			return

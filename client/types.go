@@ -59,6 +59,7 @@ type Job struct {
 	Result          json.RawMessage `json:"result"`
 	CreatedAt       time.Time       `json:"created_at"`
 	FinishedAt      *time.Time      `json:"finished_at"`
+	Schedule        *string         `json:"schedule"`
 }
 
 // JobDetail is a job with its history.

@@ -28,14 +28,14 @@ WITH target AS MATERIALIZED (
         finished_at = CASE WHEN j.state = 'pending' THEN now() END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.schedule
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
            jsonb_build_object('by', $5::text)
     FROM changed
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM changed ORDER BY id
 `
 
 type JobCancelParams struct {
@@ -74,6 +74,7 @@ type JobCancelRow struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
@@ -121,6 +122,7 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -155,12 +157,12 @@ WITH candidates AS MATERIALIZED (
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.schedule
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($5::integer, timeout_ms))::text) AS sent
     FROM claimed HAVING min(LEAST($5::integer, timeout_ms)) < $6::integer
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.schedule FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
@@ -200,6 +202,7 @@ type JobClaimRow struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 // Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
@@ -256,6 +259,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -369,7 +373,7 @@ WITH failed AS (
                            THEN now() END
     WHERE jobs.id = $3
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $4, $5)
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'failed', $1
@@ -380,7 +384,7 @@ WITH failed AS (
            jsonb_build_object('error', $1, 'retryable', $2::boolean, 'run_at', run_at)
     FROM failed
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM failed
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM failed
 `
 
 type JobFailParams struct {
@@ -419,6 +423,7 @@ type JobFailRow struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 // Ends the attempt as failed and records it. The job goes on as
@@ -461,12 +466,13 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 		&i.Result,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.Schedule,
 	)
 	return i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs WHERE id = $1
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM jobs WHERE id = $1
 `
 
 func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
@@ -500,12 +506,13 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
 		&i.Result,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.Schedule,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeys = `-- name: JobGetByIdempotencyKeys :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs WHERE idempotency_key = ANY($1::text[])
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM jobs WHERE idempotency_key = ANY($1::text[])
 `
 
 func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([]Job, error) {
@@ -545,6 +552,7 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -595,12 +603,12 @@ func (q *Queries) JobHeartbeat(ctx context.Context, arg JobHeartbeatParams) (Job
 const jobInsert = `-- name: JobInsert :one
 
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms, schedule)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
         COALESCE($8::timestamptz, now()), $9,
-        $10, $11, $12)
+        $10, $11, $12, $13)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule
 `
 
 type JobInsertParams struct {
@@ -616,6 +624,7 @@ type JobInsertParams struct {
 	IdempotencyKey *string
 	BackoffBaseMs  int32
 	BackoffMaxMs   int32
+	Schedule       *string
 }
 
 // The job row describes its latest attempt; an attempt that ends other than
@@ -639,6 +648,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		arg.IdempotencyKey,
 		arg.BackoffBaseMs,
 		arg.BackoffMaxMs,
+		arg.Schedule,
 	)
 	var i Job
 	err := row.Scan(
@@ -669,6 +679,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		&i.Result,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.Schedule,
 	)
 	return i, err
 }
@@ -685,7 +696,7 @@ SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'paylo
        elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer
 FROM input ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule
 `
 
 // Inserts a batch given as a JSON array of job objects, in array order;
@@ -727,6 +738,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -739,8 +751,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM (
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM jobs
      WHERE (state <> 'running' OR ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL))
        AND ($4::job_state IS NULL OR state = $4)
        AND ($1::text IS NULL OR kind = $1)
@@ -750,7 +762,7 @@ SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_atte
      ORDER BY id DESC
      LIMIT $6)
     UNION ALL
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM jobs
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM jobs
      WHERE state = 'running'
        AND NOT ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL)
        AND ($4::job_state IS NULL OR state = $4)
@@ -822,6 +834,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -886,7 +899,7 @@ WITH expired AS MATERIALIZED (
                            THEN now() END
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, e.timed_out
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.schedule, e.timed_out
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(),
@@ -957,13 +970,13 @@ WITH target AS MATERIALIZED (
     SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.schedule
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, 'retried', attempt, jsonb_build_object('by', $5::text)
     FROM changed
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM changed ORDER BY id
 `
 
 type JobRetryParams struct {
@@ -1002,6 +1015,7 @@ type JobRetryRow struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 // Moves dead or cancelled jobs back to pending, due now, with a fresh budget
@@ -1049,6 +1063,7 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 			&i.Result,
 			&i.CreatedAt,
 			&i.FinishedAt,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -1070,7 +1085,7 @@ WITH stopped AS (
     WHERE jobs.id = $2
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $3, $4)
       AND $1::attempt_outcome IN ('released', 'cancelled')
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), $1::attempt_outcome
@@ -1081,7 +1096,7 @@ WITH stopped AS (
            jsonb_build_object('worker', lease_owner, 'outcome', $1::attempt_outcome)
     FROM stopped
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at FROM stopped
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, schedule FROM stopped
 `
 
 type JobStopParams struct {
@@ -1119,6 +1134,7 @@ type JobStopRow struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 // Ends the current attempt without counting it: 'released' (the worker shut
@@ -1161,6 +1177,7 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 		&i.Result,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.Schedule,
 	)
 	return i, err
 }

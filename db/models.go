@@ -193,6 +193,7 @@ type Job struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	Schedule         *string
 }
 
 type JobAttempt struct {
@@ -244,6 +245,19 @@ type LoginFailure struct {
 	Failures     int32
 	LockedUntil  *time.Time
 	LastFailedAt time.Time
+}
+
+type Schedule struct {
+	Name      string
+	Cron      string
+	Timezone  string
+	Job       json.RawMessage
+	Paused    bool
+	NextRunAt *time.Time
+	LastRunAt *time.Time
+	LastJobID *int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type Session struct {

@@ -19,14 +19,14 @@ import (
 )
 
 // Bounds of the load test. The server never holds more PostgreSQL
-// connections than its pool (cmd/server: 32) plus its four sessions of
-// its own (the job notifier's LISTEN; the reaper and pruner roles' locks,
-// and the active reaper's LISTEN), however many workers wait on its long
-// poll.
+// connections than its pool (cmd/server: 32) plus its six sessions of
+// its own (the job notifier's LISTEN; the reaper, pruner and scheduler
+// roles' locks; the active reaper's and the active scheduler's LISTEN),
+// however many workers wait on its long poll.
 const (
 	loadClients      = 1000
 	serverPoolMax    = 32
-	serverOwnConns   = 4
+	serverOwnConns   = 6
 	maxServerRSS     = 400 << 20
 	maxGoroutinesPer = 4 // per waiting client: its connection's, and net/http's background read
 )

@@ -8,10 +8,10 @@
 -- name: JobInsert :one
 -- Inserts one job; returns no row when idempotency_key is already taken.
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
-                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms)
+                  run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms, schedule)
 VALUES (@kind, @queue, @priority, @payload, sqlc.narg('app'), sqlc.narg('device'), @max_attempts,
         COALESCE(sqlc.narg('run_at')::timestamptz, now()), sqlc.narg('timeout_ms'),
-        sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms)
+        sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms, sqlc.narg('schedule'))
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 

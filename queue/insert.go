@@ -23,7 +23,7 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,
 		App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
 		TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
-		BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs,
+		BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs, Schedule: nj.Schedule,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// ON CONFLICT DO NOTHING waited for the other insert to commit,

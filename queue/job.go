@@ -76,6 +76,8 @@ type Job struct {
 	Result          json.RawMessage `json:"result"`
 	CreatedAt       time.Time       `json:"created_at"`
 	FinishedAt      *time.Time      `json:"finished_at"`
+	// Schedule is the schedule that made the job, if one did.
+	Schedule *string `json:"schedule"`
 }
 
 // Attempt is one claim of a job, from start to its outcome.
@@ -125,6 +127,7 @@ func jobFromRow(r db.Job) Job {
 		HeartbeatAt: r.HeartbeatAt, TimeoutMs: r.TimeoutMs, CancelRequested: r.CancelRequested,
 		IdempotencyKey: r.IdempotencyKey, BackoffBaseMs: r.BackoffBaseMs, BackoffMaxMs: r.BackoffMaxMs,
 		LastError: r.LastError, Result: r.Result, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
+		Schedule: r.Schedule,
 	}
 }
 

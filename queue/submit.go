@@ -43,6 +43,9 @@ type NewJob struct {
 	IdempotencyKey *string         `json:"idempotency_key"`
 	BackoffBaseMs  *int32          `json:"backoff_base_ms"`
 	BackoffMaxMs   *int32          `json:"backoff_max_ms"`
+	// Schedule names the schedule that makes this job; only the scheduler
+	// sets it.
+	Schedule *string `json:"-"`
 
 	// Filled in by Normalize from the payload.
 	app, device *string

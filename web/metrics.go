@@ -59,6 +59,23 @@ func (m *Metrics) ObserveReap(r queue.Reaped) {
 	m.reclaimDelay.Observe(max(r.ReapedAt.Sub(r.LeaseUntil), 0).Seconds())
 }
 
+// ObserveRole exposes whether this process plays role now (reaper,
+// pruner, scheduler: the roles one server of a database plays) as
+// leasehold_role_active{role="…"} 1 or 0, so that operators and tests can
+// tell which replica holds it.
+func (m *Metrics) ObserveRole(role string, active func() bool) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasehold_role_active",
+		Help:        "1 while this process holds the role (one process of a database at a time), else 0.",
+		ConstLabels: prometheus.Labels{"role": role},
+	}, func() float64 {
+		if active() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // metricsHandler serves the registry. A failed database read drops the
 // job metrics from that scrape but keeps the others, so the process stays
 // observable while its database is not.

@@ -28,8 +28,8 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		App: p["app"], StoreURL: p["store_url"], Device: p["device"], Instructions: p["instructions"],
 		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, CountedAttempts: j.CountedAttempts,
 		CancelRequested: j.CancelRequested, RunAt: j.RunAt, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
-		EventsTotal: len(d.Events),
-		Permanent:   j.State == queue.StateDead && queue.DiedPermanently(d.Events),
+		EventsTotal: len(d.Events), Schedule: listDeref(j.Schedule),
+		Permanent: j.State == queue.StateDead && queue.DiedPermanently(d.Events),
 	}
 	payload := panelJSON.show(j.Payload)
 	v.Payload, v.PayloadNote = payload.Text, payload.note(int64(len(j.Payload)), j.ID, panelJSON)

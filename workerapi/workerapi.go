@@ -185,6 +185,7 @@ type Job struct {
 	Result          json.RawMessage `json:"result"`
 	CreatedAt       Time            `json:"created_at"`
 	FinishedAt      *Time           `json:"finished_at"`
+	Schedule        *string         `json:"schedule"`
 }
 
 // NewJob describes j.
@@ -197,6 +198,7 @@ func NewJob(j queue.Job) Job {
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
 		Result: j.Result, CreatedAt: Time(j.CreatedAt), FinishedAt: TimePtr(j.FinishedAt),
+		Schedule: j.Schedule,
 	}
 }
 
@@ -210,6 +212,7 @@ func (j Job) ToQueue() queue.Job {
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
 		Result: j.Result, CreatedAt: time.Time(j.CreatedAt), FinishedAt: stdTimePtr(j.FinishedAt),
+		Schedule: j.Schedule,
 	}
 }
 

@@ -15,6 +15,9 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
+	// Schedules name IANA timezones: the server reads them the same on a
+	// machine without a zoneinfo database (Windows, a scratch image).
+	_ "time/tzdata"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/net/netutil"
@@ -131,6 +134,13 @@ func serve(args []string) error {
 	prunerDone := make(chan struct{})
 	go func() { _ = pruner.Run(ctx); close(prunerDone) }()
 
+	scheduler := queue.NewScheduler(pool, queue.SchedulerConfig{Logger: logger})
+	schedulerDone := make(chan struct{})
+	go func() { _ = scheduler.Run(ctx); close(schedulerDone) }()
+	metrics.ObserveRole("reaper", reaper.Active)
+	metrics.ObserveRole("pruner", pruner.Active)
+	metrics.ObserveRole("scheduler", scheduler.Active)
+
 	jobs := queue.NewJobNotifier(pool, logger)
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
@@ -166,6 +176,7 @@ func serve(args []string) error {
 	}
 	<-reaperDone
 	<-prunerDone
+	<-schedulerDone
 	logger.Info("server stopped")
 	return nil
 }
