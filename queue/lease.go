@@ -52,8 +52,43 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 		return nil, err
 	}
 	lease := ClampLease(p.Lease)
+	if c.limits.known(p) {
+		// Limited jobs first, while there are any: they are few at a time
+		// (their limits say how few), and after the free ones they would
+		// wait for as long as free jobs remain.
+		jobs, found, err := c.claimLimited(ctx, p, p.Limit, lease)
+		if err != nil {
+			return nil, err
+		}
+		c.limits.set(p, found)
+		if len(jobs) == p.Limit {
+			return jobs, nil
+		}
+		more, err := c.claimFree(ctx, p, p.Limit-len(jobs), lease)
+		return append(jobs, more...), err
+	}
+	jobs, err := c.claimFree(ctx, p, p.Limit, lease)
+	if err != nil || (len(jobs) == p.Limit && !c.limits.stale(p)) {
+		return jobs, err
+	}
+	// A short claim, or one whose knowledge of limits is old: are there
+	// limited jobs for these queues (one cheap read)?
+	anyLimited, err := c.q.JobClaimLimitedAny(ctx, p.Queues)
+	if err != nil {
+		return jobs, fmt.Errorf("looking for limited jobs: %w", err)
+	}
+	c.limits.set(p, anyLimited)
+	if !anyLimited || len(jobs) == p.Limit {
+		return jobs, nil
+	}
+	more, _, err := c.claimLimited(ctx, p, p.Limit-len(jobs), lease)
+	return append(jobs, more...), err
+}
+
+// claimFree is the fast path: jobs no limit applies to.
+func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease time.Duration) ([]Job, error) {
 	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
-		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),
+		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
 	})
 	if err != nil {
