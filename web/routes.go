@@ -34,6 +34,8 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/jobs/retry", s.jobRetryMany, admin)
 	api.POST("/jobs/cancel", s.jobCancelMany, admin)
 	api.GET("/stats", s.stats, admin)
+	api.GET("/queues", s.queueList, admin)
+	api.PATCH("/queues/:name", s.queuePatch, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
@@ -70,4 +72,5 @@ func (s *server) routes(e *echo.Echo) {
 	pages.POST("/logout", s.logout, page...)
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form
+	s.queuePages(pages, page...) // queues: pause, resume, cap
 }
