@@ -72,5 +72,6 @@ func (s *server) routes(e *echo.Echo) {
 	pages.POST("/logout", s.logout, page...)
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form
-	s.queuePages(pages, page...) // queues: pause, resume, cap
+	// Queues: pause, resume, cap.
+	s.queuePages(pages, page...)
 }
