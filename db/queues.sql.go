@@ -13,7 +13,8 @@ import (
 const queueGet = `-- name: QueueGet :one
 SELECT $1::text AS name,
        COALESCE(s.paused, false)::boolean AS paused, s.paused_by, s.paused_at, s.max_running,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.queue = $1::text LIMIT 100001) p)::bigint AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.queue = $1::text
+                         ORDER BY j.queue, j.priority, j.run_at, j.id LIMIT 100001) p)::bigint AS pending,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.queue = $1::text)::bigint AS running
 FROM (SELECT 1) one LEFT JOIN queue_settings s ON s.name = $1::text
 `
@@ -58,7 +59,8 @@ WITH RECURSIVE job_queues(name) AS (
 )
 SELECT n.name::text AS name,
        COALESCE(s.paused, false)::boolean AS paused, s.paused_by, s.paused_at, s.max_running,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.queue = n.name LIMIT 100001) p)::bigint AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.state = 'pending' AND j.queue = n.name
+                         ORDER BY j.queue, j.priority, j.run_at, j.id LIMIT 100001) p)::bigint AS pending,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.queue = n.name)::bigint AS running
 FROM names n LEFT JOIN queue_settings s ON s.name = n.name
 ORDER BY n.name

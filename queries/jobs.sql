@@ -111,9 +111,10 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
 
 -- name: JobClaimLimitedLock :many
 -- The first statement of a limited claim, in the claimer's transaction:
--- the limits that apply to jobs it could take (its capped queues, and the
--- keys of due keyed jobs, in the claim order of each key's first job, at
--- most @max of them), each taken for the transaction with an advisory
+-- the limits that apply to jobs it could take and seem to have room (its
+-- capped queues, and the keys of due keyed jobs, in the claim order of
+-- each key's first job, at most @max of them), each taken for the
+-- transaction with an advisory
 -- lock that does not wait. A limit another claimer holds comes back with
 -- locked false: that claimer counts and claims for it now, and this one
 -- leaves it alone.
@@ -142,7 +143,7 @@ WITH RECURSIVE keys(k) AS (
 ), due_keys AS MATERIALIZED (
     SELECT keys.k, f.priority, f.run_at, f.id
     FROM keys CROSS JOIN LATERAL (
-        SELECT j.priority, j.run_at, j.id FROM jobs j
+        SELECT j.priority, j.run_at, j.id, j.concurrency_limit FROM jobs j
         WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.run_at <= now()
           AND j.queue = ANY(@queues::text[])
           AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
@@ -153,11 +154,16 @@ WITH RECURSIVE keys(k) AS (
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
         LIMIT 1
     ) f
+    -- A key that looks full (read without its lock: JobClaimLimited
+    -- counts again under it) is not locked, so that it neither holds back
+    -- the keys behind it nor makes other claimers wait for nothing.
+    WHERE (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) < f.concurrency_limit
     ORDER BY f.priority, f.run_at, f.id
     LIMIT @max
 ), limits AS MATERIALIZED (
-    SELECT 'queue'::text AS scope, name FROM queue_settings
-    WHERE name = ANY(@queues::text[]) AND NOT paused AND max_running IS NOT NULL
+    SELECT 'queue'::text AS scope, s.name FROM queue_settings s
+    WHERE s.name = ANY(@queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+      AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running
     UNION ALL
     SELECT 'key', k FROM due_keys
 )

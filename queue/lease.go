@@ -67,16 +67,14 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 		more, err := c.claimFree(ctx, p, p.Limit-len(jobs), lease)
 		return append(jobs, more...), err
 	}
-	jobs, err := c.claimFree(ctx, p, p.Limit, lease)
-	if err != nil || (len(jobs) == p.Limit && !c.limits.stale(p)) {
-		return jobs, err
-	}
-	// A short claim, or one whose knowledge of limits is old: are there
-	// limited jobs for these queues (one cheap read)?
-	anyLimited, err := c.q.JobClaimLimitedAny(ctx, p.Queues)
+	// The fast path, and in the same round trip and transaction whether
+	// any limit applies to these queues (two probes of nearly empty
+	// indexes when none does).
+	rows, anyLimited, err := db.JobClaimAndLimits(ctx, c.pool, c.claimParams(p, p.Limit, lease))
 	if err != nil {
-		return jobs, fmt.Errorf("looking for limited jobs: %w", err)
+		return nil, fmt.Errorf("claiming jobs: %w", err)
 	}
+	jobs := toJobs(rows)
 	c.limits.set(p, anyLimited)
 	if !anyLimited || len(jobs) == p.Limit {
 		return jobs, nil
@@ -85,12 +83,16 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	return append(jobs, more...), err
 }
 
-// claimFree is the fast path: jobs no limit applies to.
-func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease time.Duration) ([]Job, error) {
-	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
+func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.JobClaimParams {
+	return db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-	})
+	}
+}
+
+// claimFree is the fast path: jobs no limit applies to.
+func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease time.Duration) ([]Job, error) {
+	rows, err := c.q.JobClaim(ctx, c.claimParams(p, limit, lease))
 	if err != nil {
 		return nil, fmt.Errorf("claiming jobs: %w", err)
 	}

@@ -14,11 +14,10 @@ import (
 
 // Limited claims (paused and capped queues, concurrency keys).
 //
-// JobClaim, the fast path, never takes a job a limit applies to. When it
-// comes back short (or has not asked for a second), a claim asks whether
-// any limit applies to the worker's queues at all (one cheap read), and
-// only then runs a limited claim, before the fast path for as long as
-// limits apply: a transaction that takes an advisory lock per limit without
+// JobClaim, the fast path, never takes a job a limit applies to. Every
+// fast claim also asks, in the same round trip, whether any limit applies
+// to the worker's queues at all (JobClaimLimitedAny); only then does a
+// claim run a limited one, and while limits apply, before the fast path: a transaction that takes an advisory lock per limit without
 // waiting (JobClaimLimitedLock), then counts what runs under the limits
 // it holds and claims within them (JobClaimLimited). Claimers of one key
 // or one capped queue take turns, whatever their number, and none waits
@@ -58,52 +57,37 @@ func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lea
 }
 
 // limitsSeen remembers, per set of queues and devices, whether limits
-// applied at the last look. While they do, claims try the limited jobs
-// first; while they do not, a full claim does not look again for
-// limitsRecheck. Only the order of claims depends on it, never a limit.
+// applied at the last claim (every claim finds out). While they do,
+// claims try the limited jobs first. Only the order of claims depends on
+// it, never a limit.
 type limitsSeen struct {
 	mu   sync.Mutex
-	seen map[string]limitsLook
+	seen map[string]bool
 }
-
-type limitsLook struct {
-	at    time.Time
-	found bool
-}
-
-// limitsRecheck is how long a full claim trusts that no limit applies.
-const limitsRecheck = time.Second
 
 func limitsKey(p ClaimParams) string {
 	return strings.Join(p.Queues, ",") + "|" + strings.Join(p.Devices, ",")
 }
 
-func (l *limitsSeen) look(p ClaimParams) (limitsLook, bool) {
+// known reports that limits applied at the last claim.
+func (l *limitsSeen) known(p ClaimParams) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	look, ok := l.seen[limitsKey(p)]
-	return look, ok
-}
-
-// known reports that limits applied at the last look.
-func (l *limitsSeen) known(p ClaimParams) bool {
-	look, ok := l.look(p)
-	return ok && look.found
-}
-
-// stale reports that the last look is too old to trust, or missing.
-func (l *limitsSeen) stale(p ClaimParams) bool {
-	look, ok := l.look(p)
-	return !ok || time.Since(look.at) > limitsRecheck
+	return l.seen[limitsKey(p)]
 }
 
 func (l *limitsSeen) set(p ClaimParams, found bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.seen == nil || len(l.seen) >= maxGateKeys {
-		l.seen = map[string]limitsLook{}
+	key := limitsKey(p)
+	if !found {
+		delete(l.seen, key)
+		return
 	}
-	l.seen[limitsKey(p)] = limitsLook{at: time.Now(), found: found}
+	if l.seen == nil || len(l.seen) >= maxGateKeys {
+		l.seen = map[string]bool{}
+	}
+	l.seen[key] = true
 }
 
 // claimLimitedOnce is one limited claim. contended reports that a limit
