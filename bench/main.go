@@ -41,6 +41,9 @@ type bench struct {
 	tmp        string
 	statements bool
 	stops      []func()
+	// maxRunning, when set, caps Leasehold's queue before the drain, so
+	// that the drain measures the limited claim path.
+	maxRunning int
 }
 
 type result struct {
@@ -76,6 +79,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -107,7 +111,7 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, maxRunning: *maxRunning}
 	defer func() {
 		if *keep {
 			return
