@@ -206,7 +206,9 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 	var intervals []interval
 	var finished atomic.Int64
 	var claimNanos, claims atomic.Int64
-	defer func() { t.Logf("%d claims, %v each on average", claims.Load(), time.Duration(claimNanos.Load()/max(claims.Load(), 1))) }()
+	defer func() {
+		t.Logf("%d claims, %v each on average", claims.Load(), time.Duration(claimNanos.Load()/max(claims.Load(), 1)))
+	}()
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(150 * time.Second)
 	for w := range 64 {
