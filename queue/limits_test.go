@@ -66,7 +66,7 @@ func TestPausedQueueIsNeverClaimedAndResumeWakesAWorker(t *testing.T) {
 	f := setup(t, 24)
 	f.patchQueue(t, "held", queue.QueuePatch{Paused: new(true)})
 	f.insertLimited(t, 200, limited{queue: "held"})
-	keyed := f.insertLimited(t, 20, limited{queue: "held", key: "k", limit: 5})
+	f.insertLimited(t, 20, limited{queue: "held", key: "k", limit: 5})
 
 	// 16 claimers hammer the paused queue, with a free queue beside it
 	// that they must keep draining.
@@ -145,7 +145,6 @@ func TestPausedQueueIsNeverClaimedAndResumeWakesAWorker(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("resume woke no waiting worker")
 	}
-	_ = keyed
 	q, _ = f.client.Queue(f.ctx, "held")
 	if q.Paused || q.PausedBy == nil || q.Running != 50 || q.Pending != 170 {
 		t.Fatalf("resumed queue reads %+v", q)
@@ -297,7 +296,7 @@ func TestLimitedJobsDoNotHoldBackTheOthers(t *testing.T) {
 	f.insertLimited(t, 30, limited{queue: "default", key: "k", priority: -2})
 	f.insertLimited(t, 30, limited{queue: "capped", priority: -2})
 	f.insertLimited(t, 30, limited{queue: "paused", priority: -2})
-	second := f.insertLimited(t, 2, limited{queue: "default", key: "other", priority: -1})
+	f.insertLimited(t, 2, limited{queue: "default", key: "other", priority: -1})
 	f.insertLimited(t, 100, limited{queue: "default", priority: 5})
 	queues := []string{"default", "capped", "paused"}
 
@@ -324,7 +323,6 @@ func TestLimitedJobsDoNotHoldBackTheOthers(t *testing.T) {
 	if len(batch) != 60 || !mapsEqual(all, want) {
 		t.Fatalf("claims took %v (batch of %d), want %v", all, len(batch), want)
 	}
-	_ = second
 	// The rest of the free jobs, though the limited ones still wait.
 	start := time.Now()
 	rest := f.claim(t, "c", 100, queues...)

@@ -24,12 +24,15 @@ func (s *server) queuePages(g *echo.Group, mw ...echo.MiddlewareFunc) {
 // queuesPage is GET /queues: every queue with its state, counts and
 // limit, and the buttons to change them.
 func (s *server) queuesPage(c echo.Context) error {
-	return s.renderQueues(c, http.StatusOK, nil, "", "")
+	return s.renderQueues(c, http.StatusOK, nil, refusedLimit{})
 }
 
-// renderQueues shows the queues page; a refused limit of queue badQueue
-// keeps what was typed (typed) beside its error.
-func (s *server) renderQueues(c echo.Context, status int, notices []templates.ListNotice, badQueue, typed string, limitErr ...string) error {
+// refusedLimit is a limit the form refused: the queue, what was typed and
+// why, shown beside the field.
+type refusedLimit struct{ queue, typed, reason string }
+
+// renderQueues shows the queues page.
+func (s *server) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
 	queues, err := s.queue.Queues(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("queues page: %w", err)
@@ -43,8 +46,8 @@ func (s *server) renderQueues(c echo.Context, status int, notices []templates.Li
 		if q.MaxRunning != nil {
 			r.MaxRunning = strconv.Itoa(int(*q.MaxRunning))
 		}
-		if q.Name == badQueue && len(limitErr) > 0 {
-			r.MaxRunning, r.LimitError = typed, limitErr[0]
+		if q.Name == refused.queue {
+			r.MaxRunning, r.LimitError = refused.typed, refused.reason
 		}
 		v.Rows[i] = r
 	}
@@ -73,7 +76,8 @@ func (s *server) queuesPageLimit(c echo.Context) error {
 		if err != nil || n < 0 || n > queue.MaxQueueCap {
 			msg := fmt.Sprintf("The limit must be a whole number from 0 to %d, or empty for no limit.", queue.MaxQueueCap)
 			return s.renderQueues(c, http.StatusUnprocessableEntity,
-				[]templates.ListNotice{{Kind: "error", Text: "The limit of " + listClip(name, 64) + " was not changed."}}, name, typed, msg)
+				[]templates.ListNotice{{Kind: "error", Text: "The limit of " + listClip(name, 64) + " was not changed."}},
+				refusedLimit{queue: name, typed: typed, reason: msg})
 		}
 		p.MaxRunning = new(int32(n))
 	}
@@ -90,5 +94,5 @@ func (s *server) queuesPageRefused(c echo.Context, err error) error {
 	if !errors.As(err, &ve) {
 		return err
 	}
-	return s.renderQueues(c, http.StatusBadRequest, []templates.ListNotice{{Kind: "error", Text: "Nothing changed: " + ve.Message + "."}}, "", "")
+	return s.renderQueues(c, http.StatusBadRequest, []templates.ListNotice{{Kind: "error", Text: "Nothing changed: " + ve.Message + "."}}, refusedLimit{})
 }
