@@ -190,16 +190,25 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 72)
 	f.patchQueue(t, "capped", queue.QueuePatch{MaxRunning: new(int32(2))})
-	f.insertLimited(t, 500, limited{queue: "capped"})
-	f.insertLimited(t, 100, limited{queue: "capped", key: "both", limit: 1}) // under both limits
+	// 2,000 jobs: a capped queue (some of its jobs keyed too), 14 phones
+	// with a limit of 1 and an account with a limit of 3. Each limit
+	// makes at most about 120 rounds of claims, so that the test measures
+	// the limits rather than how slowly one key's jobs take turns on a
+	// busy machine.
+	f.insertLimited(t, 200, limited{queue: "capped"})
+	f.insertLimited(t, 50, limited{queue: "capped", key: "both", limit: 1}) // under both limits
 	limits := map[string]int{"queue:capped": 2, "key:both": 1, "key:account-3": 3}
-	for i := range 8 {
+	for i := range 14 {
 		key := fmt.Sprintf("phone-%d", i)
 		f.insertLimited(t, 100, limited{queue: "keyed", key: key, limit: 1})
 		limits["key:"+key] = 1
 	}
-	f.insertLimited(t, 600, limited{queue: "keyed", key: "account-3", limit: 3})
+	f.insertLimited(t, 350, limited{queue: "keyed", key: "account-3", limit: 3})
 	const total = 2000
+	// Longer than the fixture's two minutes: under the race detector on a
+	// loaded machine a claim can take a tenth of a second.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 
 	var mu sync.Mutex
 	var intervals []interval
@@ -209,13 +218,13 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 		t.Logf("%d claims, %v each on average", claims.Load(), time.Duration(claimNanos.Load()/max(claims.Load(), 1)))
 	}()
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(150 * time.Second)
+	deadline := time.Now().Add(4 * time.Minute)
 	for w := range 64 {
 		wg.Go(func() {
 			worker := fmt.Sprintf("w%d", w)
 			for finished.Load() < total && time.Now().Before(deadline) {
 				t0 := time.Now()
-				jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{
+				jobs, err := f.client.Claim(ctx, queue.ClaimParams{
 					WorkerID: worker, Queues: []string{"capped", "keyed"}, Limit: 1 + rand.IntN(3), Lease: time.Minute,
 				})
 				claimNanos.Add(int64(time.Since(t0)))
@@ -247,11 +256,11 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 					var err error
 					switch r := rand.IntN(10); {
 					case r == 0 && j.Attempt < 3:
-						_, err = f.client.Fail(f.ctx, leaseOf(j), "flaky", true)
+						_, err = f.client.Fail(ctx, leaseOf(j), "flaky", true)
 					case r == 1 && j.Attempt < 3:
-						_, err = f.client.Release(f.ctx, leaseOf(j))
+						_, err = f.client.Release(ctx, leaseOf(j))
 					default:
-						_, err = f.client.Complete(f.ctx, leaseOf(j), nil)
+						_, err = f.client.Complete(ctx, leaseOf(j), nil)
 						finished.Add(1)
 					}
 					if err != nil {
