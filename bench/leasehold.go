@@ -77,6 +77,12 @@ func (b *bench) fillLeasehold(ctx context.Context, n int) (string, error) {
 		}
 		left -= len(batch)
 	}
+	if b.maxRunning > 0 {
+		limit := int32(b.maxRunning)
+		if _, err := client.PatchQueue(ctx, "default", queue.QueuePatch{MaxRunning: &limit}, "bench"); err != nil {
+			return "", fmt.Errorf("capping the queue: %w", err)
+		}
+	}
 	return url, nil
 }
 

@@ -44,6 +44,9 @@ type bench struct {
 	// idleSchedule, when set, is the cron of a schedule the idle server
 	// holds during its window.
 	idleSchedule string
+	// maxRunning, when set, caps Leasehold's queue before the drain, so
+	// that the drain measures the limited claim path.
+	maxRunning int
 }
 
 type result struct {
@@ -80,6 +83,7 @@ func run() error {
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
 		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
+		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -111,7 +115,7 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning}
 	defer func() {
 		if *keep {
 			return

@@ -31,35 +31,41 @@ type NewJob struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	BackoffBaseMs  *int32          `json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs   *int32          `json:"backoff_max_ms,omitempty"`
+	// ConcurrencyKey: at most ConcurrencyLimit (default 1) running jobs
+	// share it at once.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit *int32 `json:"concurrency_limit,omitempty"`
 }
 
 // Job is a job as the API shows it.
 type Job struct {
-	ID              int64           `json:"id"`
-	Kind            string          `json:"kind"`
-	Queue           string          `json:"queue"`
-	Priority        int32           `json:"priority"`
-	Payload         json.RawMessage `json:"payload"`
-	State           State           `json:"state"`
-	Attempt         int32           `json:"attempt"`
-	MaxAttempts     int32           `json:"max_attempts"`
-	CountedAttempts int32           `json:"counted_attempts"`
-	RunAt           time.Time       `json:"run_at"`
-	LeaseOwner      *string         `json:"lease_owner"`
-	LeaseUntil      *time.Time      `json:"lease_until"`
-	LeaseToken      int64           `json:"lease_token"`
-	LeaseMs         int32           `json:"lease_ms"`
-	HeartbeatAt     *time.Time      `json:"heartbeat_at"`
-	TimeoutMs       *int32          `json:"timeout_ms"`
-	CancelRequested bool            `json:"cancel_requested"`
-	IdempotencyKey  *string         `json:"idempotency_key"`
-	BackoffBaseMs   int32           `json:"backoff_base_ms"`
-	BackoffMaxMs    int32           `json:"backoff_max_ms"`
-	LastError       *string         `json:"last_error"`
-	Result          json.RawMessage `json:"result"`
-	CreatedAt       time.Time       `json:"created_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	Schedule        *string         `json:"schedule"`
+	ID               int64           `json:"id"`
+	Kind             string          `json:"kind"`
+	Queue            string          `json:"queue"`
+	Priority         int32           `json:"priority"`
+	Payload          json.RawMessage `json:"payload"`
+	State            State           `json:"state"`
+	Attempt          int32           `json:"attempt"`
+	MaxAttempts      int32           `json:"max_attempts"`
+	CountedAttempts  int32           `json:"counted_attempts"`
+	RunAt            time.Time       `json:"run_at"`
+	LeaseOwner       *string         `json:"lease_owner"`
+	LeaseUntil       *time.Time      `json:"lease_until"`
+	LeaseToken       int64           `json:"lease_token"`
+	LeaseMs          int32           `json:"lease_ms"`
+	HeartbeatAt      *time.Time      `json:"heartbeat_at"`
+	TimeoutMs        *int32          `json:"timeout_ms"`
+	CancelRequested  bool            `json:"cancel_requested"`
+	IdempotencyKey   *string         `json:"idempotency_key"`
+	BackoffBaseMs    int32           `json:"backoff_base_ms"`
+	BackoffMaxMs     int32           `json:"backoff_max_ms"`
+	ConcurrencyKey   *string         `json:"concurrency_key"`
+	ConcurrencyLimit int32           `json:"concurrency_limit"`
+	LastError        *string         `json:"last_error"`
+	Result           json.RawMessage `json:"result"`
+	CreatedAt        time.Time       `json:"created_at"`
+	FinishedAt       *time.Time      `json:"finished_at"`
+	Schedule         *string         `json:"schedule"`
 }
 
 // JobDetail is a job with its history.

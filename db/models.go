@@ -193,6 +193,8 @@ type Job struct {
 	Result           json.RawMessage
 	CreatedAt        time.Time
 	FinishedAt       *time.Time
+	ConcurrencyKey   *string
+	ConcurrencyLimit int32
 	Schedule         *string
 }
 
@@ -245,6 +247,15 @@ type LoginFailure struct {
 	Failures     int32
 	LockedUntil  *time.Time
 	LastFailedAt time.Time
+}
+
+type QueueSetting struct {
+	Name       string
+	Paused     bool
+	PausedBy   *string
+	PausedAt   *time.Time
+	MaxRunning *int32
+	UpdatedAt  time.Time
 }
 
 type Schedule struct {

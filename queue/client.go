@@ -15,6 +15,7 @@ type Client struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	logger *slog.Logger
+	limits limitsSeen
 }
 
 // NewClient returns a Client on pool.

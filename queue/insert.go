@@ -24,6 +24,7 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
 		TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
 		BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs, Schedule: nj.Schedule,
+		ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// ON CONFLICT DO NOTHING waited for the other insert to commit,
@@ -59,6 +60,9 @@ type batchJob struct {
 	IdempotencyKey *string         `json:"idempotency_key"`
 	BackoffBaseMs  int32           `json:"backoff_base_ms"`
 	BackoffMaxMs   int32           `json:"backoff_max_ms"`
+	// Keys are at most 200 characters: JSON keeps them exact.
+	ConcurrencyKey   *string `json:"concurrency_key"`
+	ConcurrencyLimit int32   `json:"concurrency_limit"`
 }
 
 // InsertMany submits up to MaxBatch jobs in one statement: all of them or,
@@ -83,6 +87,7 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 			App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
 			TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
 			BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs,
+			ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
 		}
 		if nj.IdempotencyKey != nil {
 			keys = append(keys, *nj.IdempotencyKey)

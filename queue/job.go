@@ -72,10 +72,14 @@ type Job struct {
 	IdempotencyKey  *string         `json:"idempotency_key"`
 	BackoffBaseMs   int32           `json:"backoff_base_ms"`
 	BackoffMaxMs    int32           `json:"backoff_max_ms"`
-	LastError       *string         `json:"last_error"`
-	Result          json.RawMessage `json:"result"`
-	CreatedAt       time.Time       `json:"created_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
+	// ConcurrencyKey, when set, limits how many jobs that share it run at
+	// once: this one starts only while fewer than ConcurrencyLimit do.
+	ConcurrencyKey   *string         `json:"concurrency_key"`
+	ConcurrencyLimit int32           `json:"concurrency_limit"`
+	LastError        *string         `json:"last_error"`
+	Result           json.RawMessage `json:"result"`
+	CreatedAt        time.Time       `json:"created_at"`
+	FinishedAt       *time.Time      `json:"finished_at"`
 	// Schedule is the schedule that made the job, if one did.
 	Schedule *string `json:"schedule"`
 }
@@ -127,14 +131,15 @@ func jobFromRow(r db.Job) Job {
 		HeartbeatAt: r.HeartbeatAt, TimeoutMs: r.TimeoutMs, CancelRequested: r.CancelRequested,
 		IdempotencyKey: r.IdempotencyKey, BackoffBaseMs: r.BackoffBaseMs, BackoffMaxMs: r.BackoffMaxMs,
 		LastError: r.LastError, Result: r.Result, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
-		Schedule: r.Schedule,
+		Schedule:       r.Schedule,
+		ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
 	}
 }
 
 // jobRow is satisfied by every generated row type that carries a whole
 // job: sqlc emits one per query, all with the fields of db.Job.
 type jobRow interface {
-	db.Job | db.JobClaimRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
+	db.Job | db.JobClaimRow | db.JobClaimLimitedRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
 }
 
 func toJob[R jobRow](r R) Job { return jobFromRow(db.Job(r)) }

@@ -52,10 +52,47 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 		return nil, err
 	}
 	lease := ClampLease(p.Lease)
-	rows, err := c.q.JobClaim(ctx, db.JobClaimParams{
-		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(p.Limit),
+	if c.limits.known(p) {
+		// Limited jobs first, while there are any: they are few at a time
+		// (their limits say how few), and after the free ones they would
+		// wait for as long as free jobs remain.
+		jobs, found, err := c.claimLimited(ctx, p, p.Limit, lease)
+		if err != nil {
+			return nil, err
+		}
+		c.limits.set(p, found)
+		if len(jobs) == p.Limit {
+			return jobs, nil
+		}
+		more, err := c.claimFree(ctx, p, p.Limit-len(jobs), lease)
+		return append(jobs, more...), err
+	}
+	// The fast path, and in the same round trip and transaction whether
+	// any limit applies to these queues (two probes of nearly empty
+	// indexes when none does).
+	rows, anyLimited, err := db.JobClaimAndLimits(ctx, c.pool, c.claimParams(p, p.Limit, lease))
+	if err != nil {
+		return nil, fmt.Errorf("claiming jobs: %w", err)
+	}
+	jobs := toJobs(rows)
+	c.limits.set(p, anyLimited)
+	if !anyLimited || len(jobs) == p.Limit {
+		return jobs, nil
+	}
+	more, _, err := c.claimLimited(ctx, p, p.Limit-len(jobs), lease)
+	return append(jobs, more...), err
+}
+
+func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.JobClaimParams {
+	return db.JobClaimParams{
+		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-	})
+	}
+}
+
+// claimFree is the fast path: jobs no limit applies to.
+func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease time.Duration) ([]Job, error) {
+	rows, err := c.q.JobClaim(ctx, c.claimParams(p, limit, lease))
 	if err != nil {
 		return nil, fmt.Errorf("claiming jobs: %w", err)
 	}

@@ -198,9 +198,9 @@ func (r *Reaper) reapAll(ctx context.Context, q *db.Queries) error {
 			if r.cfg.OnReap != nil {
 				r.cfg.OnReap(rp)
 			}
-			if rp.State == StatePending {
-				queues[rp.Queue] = true
-			}
+			// A job back to pending is due soon; one that ended may have
+			// freed room under a limit for the jobs waiting behind it.
+			queues[rp.Queue] = true
 		}
 		if len(queues) > 0 {
 			if err := q.JobNotify(ctx, strings.Join(mapKeys(queues), ",")); err != nil {

@@ -12,16 +12,20 @@ import (
 
 // Limits on what a job may hold.
 const (
-	MaxPayloadBytes    = 1 << 20
-	MaxBatch           = 10_000
-	MaxAttemptsLimit   = 1000
-	maxBackoffMs       = 7 * 24 * 3600 * 1000
-	maxIdempotencyKey  = 255
-	maxApp             = 255
-	maxInstructions    = 64 << 10
-	defaultMaxAttempts = 5
-	defaultBackoffBase = 1000
-	defaultBackoffMax  = 600_000
+	MaxPayloadBytes   = 1 << 20
+	MaxBatch          = 10_000
+	MaxAttemptsLimit  = 1000
+	maxBackoffMs      = 7 * 24 * 3600 * 1000
+	maxIdempotencyKey = 255
+	// MaxConcurrencyKey is the longest concurrency key, in characters.
+	MaxConcurrencyKey = 200
+	// MaxConcurrencyLimit bounds a key's limit (more is no limit at all).
+	MaxConcurrencyLimit = 1_000_000
+	maxApp              = 255
+	maxInstructions     = 64 << 10
+	defaultMaxAttempts  = 5
+	defaultBackoffBase  = 1000
+	defaultBackoffMax   = 600_000
 )
 
 var (
@@ -46,6 +50,10 @@ type NewJob struct {
 	// Schedule names the schedule that makes this job; only the scheduler
 	// sets it.
 	Schedule *string `json:"-"`
+	// ConcurrencyKey: at most ConcurrencyLimit (default 1) running jobs
+	// share it at once.
+	ConcurrencyKey   *string `json:"concurrency_key"`
+	ConcurrencyLimit *int32  `json:"concurrency_limit"`
 
 	// Filled in by Normalize from the payload.
 	app, device *string
@@ -113,9 +121,34 @@ func (j *NewJob) Normalize() error {
 	if *j.BackoffMaxMs < *j.BackoffBaseMs || *j.BackoffMaxMs > maxBackoffMs {
 		return invalid("backoff_max_ms", "must be between backoff_base_ms and %d", maxBackoffMs)
 	}
+	if err := j.NormalizeConcurrency(); err != nil {
+		return err
+	}
 	if k := j.IdempotencyKey; k != nil {
 		if *k == "" || len(*k) > maxIdempotencyKey || !utf8.ValidString(*k) || hasControl(*k) {
 			return invalid("idempotency_key", "must be 1 to %d printable characters", maxIdempotencyKey)
+		}
+	}
+	return nil
+}
+
+// NormalizeConcurrency checks the concurrency key and limit (Normalize
+// calls it). An empty key is no key; a limit without a key limits
+// nothing, but must still be valid.
+func (j *NewJob) NormalizeConcurrency() error {
+	if j.ConcurrencyLimit == nil {
+		j.ConcurrencyLimit = ptr[int32](1)
+	}
+	if *j.ConcurrencyLimit < 1 || *j.ConcurrencyLimit > MaxConcurrencyLimit {
+		return invalid("concurrency_limit", "must be between 1 and %d", MaxConcurrencyLimit)
+	}
+	if k := j.ConcurrencyKey; k != nil {
+		if *k == "" {
+			j.ConcurrencyKey = nil
+			return nil
+		}
+		if !utf8.ValidString(*k) || utf8.RuneCountInString(*k) > MaxConcurrencyKey || hasControl(*k) {
+			return invalid("concurrency_key", "must be at most %d printable characters", MaxConcurrencyKey)
 		}
 	}
 	return nil

@@ -100,8 +100,11 @@ func jsonError(err error, prefix string) error {
 	var (
 		syntax  *json.SyntaxError
 		typeErr *json.UnmarshalTypeError
+		own     *apiError // from a field's own UnmarshalJSON
 	)
 	switch {
+	case errors.As(err, &own):
+		return own
 	case errors.As(err, &syntax):
 		return badRequest("", "invalid JSON at byte %d: %s", syntax.Offset, syntax.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -32,7 +32,7 @@ const (
 // idempotency key, so that its double submit makes one job while a new
 // form makes a new one.
 func (s *server) newJobForm(c echo.Context) error {
-	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", IdempotencyKey: newJobKey()}
+	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
 	return render(c, http.StatusOK, templates.NewJobForm(s.page(c, "New investigation", "new"), v))
 }
 
@@ -101,6 +101,7 @@ func readNewJobInput(c echo.Context) templates.NewJobView {
 		Instructions:   strings.ReplaceAll(field("instructions"), "\r\n", "\n"),
 		Priority:       field("priority"),
 		MaxAttempts:    field("max_attempts"),
+		ConcurrencyKey: field("concurrency_key"), ConcurrencyLimit: field("concurrency_limit"),
 		IdempotencyKey: c.FormValue("idempotency_key"),
 	}
 }
@@ -117,6 +118,20 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	maxAttempts, msg := newJobNumber(in.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
 	if msg != "" {
 		errs["max_attempts"] = msg
+	}
+	concurrencyLimit, msg := newJobNumber(in.ConcurrencyLimit, 1, 1, queue.MaxConcurrencyLimit)
+	if msg != "" {
+		errs["concurrency_limit"] = msg
+	}
+	var concurrencyKey *string
+	if in.ConcurrencyKey != "" {
+		key := in.ConcurrencyKey
+		concurrencyKey = &key
+		check := queue.NewJob{ConcurrencyKey: concurrencyKey}
+		var ve *queue.ValidationError
+		if errors.As(check.NormalizeConcurrency(), &ve) && ve.Field == "concurrency_key" {
+			errs["concurrency_key"] = ve.Message
+		}
 	}
 	p := queue.InvestigationPayload{App: in.App, StoreURL: in.StoreURL, Device: in.Device, Instructions: in.Instructions}
 	payload, err := json.Marshal(p)
@@ -152,6 +167,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	nj = queue.NewJob{
 		Kind: newJobKind, Queue: newJobQueue, Priority: int32(priority), Payload: payload,
 		MaxAttempts: new(int32(maxAttempts)), IdempotencyKey: &key,
+		ConcurrencyKey: concurrencyKey, ConcurrencyLimit: new(int32(concurrencyLimit)),
 	}
 	return nj, errs, problem
 }
@@ -160,7 +176,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 // form's.
 func newJobIsField(name string) bool {
 	switch name {
-	case "app", "store_url", "device", "instructions", "priority", "max_attempts":
+	case "app", "store_url", "device", "instructions", "priority", "max_attempts", "concurrency_key", "concurrency_limit":
 		return true
 	}
 	return false

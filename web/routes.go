@@ -39,6 +39,8 @@ func (s *server) routes(e *echo.Echo) {
 	api.GET("/schedules/:name", s.scheduleGet, admin)
 	api.PATCH("/schedules/:name", s.scheduleUpdate, admin)
 	api.DELETE("/schedules/:name", s.scheduleDelete, admin)
+	api.GET("/queues", s.queueList, admin)
+	api.PATCH("/queues/:name", s.queuePatch, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
@@ -76,4 +78,6 @@ func (s *server) routes(e *echo.Echo) {
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form
 	s.schedulePages(pages, page...)
+	// Queues: pause, resume, cap.
+	s.queuePages(pages, page...)
 }

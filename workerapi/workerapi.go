@@ -161,31 +161,33 @@ func NewClaimedJob(j queue.Job) ClaimedJob {
 
 // Job is a job as the API shows it; the names are SPEC's.
 type Job struct {
-	ID              int64           `json:"id"`
-	Kind            string          `json:"kind"`
-	Queue           string          `json:"queue"`
-	Priority        int32           `json:"priority"`
-	Payload         json.RawMessage `json:"payload"`
-	State           queue.State     `json:"state"`
-	Attempt         int32           `json:"attempt"`
-	MaxAttempts     int32           `json:"max_attempts"`
-	CountedAttempts int32           `json:"counted_attempts"`
-	RunAt           Time            `json:"run_at"`
-	LeaseOwner      *string         `json:"lease_owner"`
-	LeaseUntil      *Time           `json:"lease_until"`
-	LeaseToken      int64           `json:"lease_token"`
-	LeaseMs         int32           `json:"lease_ms"`
-	HeartbeatAt     *Time           `json:"heartbeat_at"`
-	TimeoutMs       *int32          `json:"timeout_ms"`
-	CancelRequested bool            `json:"cancel_requested"`
-	IdempotencyKey  *string         `json:"idempotency_key"`
-	BackoffBaseMs   int32           `json:"backoff_base_ms"`
-	BackoffMaxMs    int32           `json:"backoff_max_ms"`
-	LastError       *string         `json:"last_error"`
-	Result          json.RawMessage `json:"result"`
-	CreatedAt       Time            `json:"created_at"`
-	FinishedAt      *Time           `json:"finished_at"`
-	Schedule        *string         `json:"schedule"`
+	ID               int64           `json:"id"`
+	Kind             string          `json:"kind"`
+	Queue            string          `json:"queue"`
+	Priority         int32           `json:"priority"`
+	Payload          json.RawMessage `json:"payload"`
+	State            queue.State     `json:"state"`
+	Attempt          int32           `json:"attempt"`
+	MaxAttempts      int32           `json:"max_attempts"`
+	CountedAttempts  int32           `json:"counted_attempts"`
+	RunAt            Time            `json:"run_at"`
+	LeaseOwner       *string         `json:"lease_owner"`
+	LeaseUntil       *Time           `json:"lease_until"`
+	LeaseToken       int64           `json:"lease_token"`
+	LeaseMs          int32           `json:"lease_ms"`
+	HeartbeatAt      *Time           `json:"heartbeat_at"`
+	TimeoutMs        *int32          `json:"timeout_ms"`
+	CancelRequested  bool            `json:"cancel_requested"`
+	IdempotencyKey   *string         `json:"idempotency_key"`
+	BackoffBaseMs    int32           `json:"backoff_base_ms"`
+	BackoffMaxMs     int32           `json:"backoff_max_ms"`
+	ConcurrencyKey   *string         `json:"concurrency_key"`
+	ConcurrencyLimit int32           `json:"concurrency_limit"`
+	LastError        *string         `json:"last_error"`
+	Result           json.RawMessage `json:"result"`
+	CreatedAt        Time            `json:"created_at"`
+	FinishedAt       *Time           `json:"finished_at"`
+	Schedule         *string         `json:"schedule"`
 }
 
 // NewJob describes j.
@@ -198,7 +200,8 @@ func NewJob(j queue.Job) Job {
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
 		Result: j.Result, CreatedAt: Time(j.CreatedAt), FinishedAt: TimePtr(j.FinishedAt),
-		Schedule: j.Schedule,
+		Schedule:       j.Schedule,
+		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit,
 	}
 }
 
@@ -212,7 +215,8 @@ func (j Job) ToQueue() queue.Job {
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs, LastError: j.LastError,
 		Result: j.Result, CreatedAt: time.Time(j.CreatedAt), FinishedAt: stdTimePtr(j.FinishedAt),
-		Schedule: j.Schedule,
+		Schedule:       j.Schedule,
+		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit,
 	}
 }
 

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates"
+)
+
+// queuePages registers the queues page and its actions.
+func (s *server) queuePages(g *echo.Group, mw ...echo.MiddlewareFunc) {
+	g.GET("/queues", s.queuesPage, mw...)
+	g.POST("/queues/:name/pause", s.queuesPagePause(true), mw...)
+	g.POST("/queues/:name/resume", s.queuesPagePause(false), mw...)
+	g.POST("/queues/:name/limit", s.queuesPageLimit, mw...)
+}
+
+// queuesPage is GET /queues: every queue with its state, counts and
+// limit, and the buttons to change them.
+func (s *server) queuesPage(c echo.Context) error {
+	return s.renderQueues(c, http.StatusOK, nil, refusedLimit{})
+}
+
+// refusedLimit is a limit the form refused: the queue, what was typed and
+// why, shown beside the field.
+type refusedLimit struct{ queue, typed, reason string }
+
+// renderQueues shows the queues page.
+func (s *server) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
+	queues, err := s.queue.Queues(c.Request().Context())
+	if err != nil {
+		return fmt.Errorf("queues page: %w", err)
+	}
+	v := templates.QueuesView{Rows: make([]templates.QueuesRow, len(queues)), Notices: notices}
+	for i, q := range queues {
+		r := templates.QueuesRow{
+			Name: q.Name, Paused: q.Paused, PausedBy: listDeref(q.PausedBy), PausedAt: q.PausedAt,
+			Pending: q.Pending, PendingOver: q.PendingOver, Running: q.Running,
+		}
+		if q.MaxRunning != nil {
+			r.MaxRunning = strconv.Itoa(int(*q.MaxRunning))
+		}
+		if q.Name == refused.queue {
+			r.MaxRunning, r.LimitError = refused.typed, refused.reason
+		}
+		v.Rows[i] = r
+	}
+	return render(c, status, templates.Queues(s.page(c, "Queues", "queues"), v))
+}
+
+// queuesPagePause is the Pause or Resume button.
+func (s *server) queuesPagePause(pause bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		name := c.Param("name")
+		_, err := s.queue.PatchQueue(c.Request().Context(), name, queue.QueuePatch{Paused: &pause}, "user:"+currentSession(c).Username)
+		if err != nil {
+			return s.queuesPageRefused(c, err)
+		}
+		return c.Redirect(http.StatusSeeOther, "/queues")
+	}
+}
+
+// queuesPageLimit is the limit form: a whole number, or empty for no limit.
+func (s *server) queuesPageLimit(c echo.Context) error {
+	name := c.Param("name")
+	typed := strings.TrimSpace(c.FormValue("max_running"))
+	p := queue.QueuePatch{ClearMaxRunning: typed == ""}
+	if typed != "" {
+		n, err := strconv.ParseInt(typed, 10, 32)
+		if err != nil || n < 0 || n > queue.MaxQueueCap {
+			msg := fmt.Sprintf("The limit must be a whole number from 0 to %d, or empty for no limit.", queue.MaxQueueCap)
+			return s.renderQueues(c, http.StatusUnprocessableEntity,
+				[]templates.ListNotice{{Kind: "error", Text: "The limit of " + listClip(name, 64) + " was not changed."}},
+				refusedLimit{queue: name, typed: typed, reason: msg})
+		}
+		p.MaxRunning = new(int32(n))
+	}
+	if _, err := s.queue.PatchQueue(c.Request().Context(), name, p, "user:"+currentSession(c).Username); err != nil {
+		return s.queuesPageRefused(c, err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/queues")
+}
+
+// queuesPageRefused shows the page with why nothing changed: a queue
+// name no queue can have (a hand-made request) is a 400, never a 500.
+func (s *server) queuesPageRefused(c echo.Context, err error) error {
+	var ve *queue.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return s.renderQueues(c, http.StatusBadRequest, []templates.ListNotice{{Kind: "error", Text: "Nothing changed: " + ve.Message + "."}}, refusedLimit{})
+}
