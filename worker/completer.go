@@ -15,7 +15,7 @@ const maxCompletionBatch = 500
 // completionLinger is how long a batch that found company waits for more:
 // under load, batches grow with it (fewer commits and statements per job);
 // a lone completion of an idle worker still leaves at once.
-const completionLinger = 2 * time.Millisecond
+const completionLinger = 5 * time.Millisecond
 
 type completion struct {
 	queue.Completion
