@@ -34,6 +34,7 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/jobs/retry", s.jobRetryMany, admin)
 	api.POST("/jobs/cancel", s.jobCancelMany, admin)
 	api.GET("/stats", s.stats, admin)
+	api.GET("/workers", s.workerList, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
