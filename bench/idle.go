@@ -71,8 +71,8 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	if err := waitReady(ctx, "http://"+addr+"/health/ready"); err != nil {
 		return fmt.Errorf("server: %w (log in %s)", err, logFile.Name())
 	}
-	worker, workerExited, err := start("worker", nil, "--id", "idle-worker", "--executor", "noop",
-		"--database-url", url, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json")
+	worker, workerExited, err := start("worker", nil, append([]string{"--id", "idle-worker", "--executor", "noop",
+		"--database-url", url, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json"}, b.workerArgs...)...)
 	if err != nil {
 		return err
 	}

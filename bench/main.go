@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,6 +42,8 @@ type bench struct {
 	tmp        string
 	statements bool
 	stops      []func()
+	// workerArgs are more flags for the idle worker (-idle-worker-args).
+	workerArgs []string
 }
 
 type result struct {
@@ -76,6 +79,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -107,7 +111,7 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, workerArgs: strings.Fields(*workerArgs)}
 	defer func() {
 		if *keep {
 			return

@@ -126,7 +126,8 @@ type WorkerStatus struct {
 	// Succeeded and Failed count its outcomes in the outcomes window: jobs
 	// it completed, and its attempts that failed or whose lease expired.
 	Succeeded, Failed int64
-	// LastJobID is the job it runs, else the one it ended last; 0 if none.
+	// LastJobID is the job it runs (the newest listed in Jobs), else the
+	// one whose attempt it ended last; 0 if none.
 	LastJobID int64
 }
 
@@ -149,7 +150,7 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes ti
 				Worker:    Worker{ID: r.ID, LastSeen: r.LastSeen, Device: r.Device, Queues: r.Queues, Running: r.Running},
 				StartedAt: r.StartedAt, Online: r.Online,
 				Info: r.Info, InfoAt: r.InfoAt, InfoError: r.InfoError, Claiming: r.Claiming, NotClaiming: r.NotClaiming,
-				Succeeded: r.SucceededRecent, Failed: r.FailedRecent, LastJobID: r.LastJobID,
+				Succeeded: r.SucceededRecent, Failed: r.FailedRecent, LastJobID: r.LastEndedJobID,
 			}
 			ids[i], index[r.ID] = r.ID, i
 		}
@@ -163,6 +164,7 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes ti
 		for _, h := range held {
 			w := &out[index[h.LeaseOwner]]
 			w.Jobs = append(w.Jobs, HeldJob{ID: h.ID, Kind: h.Kind, App: h.App, Attempt: h.Attempt, LeaseUntil: h.LeaseUntil})
+			w.LastJobID = h.ID // the one it took last (ids ascending)
 		}
 		return nil
 	})
