@@ -141,7 +141,9 @@ func TestDeviceHealthGatesClaims(t *testing.T) {
 
 	// The workers page, in Chromium, shows each phone and why it holds back.
 	b.do(chromedp.Navigate(b.apiURL + "/workers"))
-	row := func(id string) string { return `document.querySelector("[data-testid=worker-row][data-worker-id=` + id + `]")` }
+	row := func(id string) string {
+		return `document.querySelector("[data-testid=worker-row][data-worker-id=` + id + `]")`
+	}
 	b.waitJS("the fit phone's facts", row("phone-ok")+`?.innerText.includes("Pixel 7") && `+row("phone-ok")+`.innerText.includes("Android 14") && `+
 		row("phone-ok")+`.innerText.includes("91%") && `+row("phone-ok")+`.querySelector("[data-testid=claiming]") !== null && `+
 		row("phone-ok")+`.querySelector("[data-testid=succeeded-24h]").innerText === "6 succeeded"`)
