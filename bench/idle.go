@@ -78,8 +78,8 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 		}
 		withSchedule = " with a schedule " + strconv.Quote(b.idleSchedule)
 	}
-	worker, workerExited, err := start("worker", nil, "--id", "idle-worker", "--executor", "noop",
-		"--database-url", url, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json")
+	worker, workerExited, err := start("worker", nil, append([]string{"--id", "idle-worker", "--executor", "noop",
+		"--database-url", url, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json"}, b.workerArgs...)...)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -47,6 +48,8 @@ type bench struct {
 	// maxRunning, when set, caps Leasehold's queue before the drain, so
 	// that the drain measures the limited claim path.
 	maxRunning int
+	// workerArgs are more flags for the idle worker (-idle-worker-args).
+	workerArgs []string
 }
 
 type result struct {
@@ -84,6 +87,7 @@ func run() error {
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
 		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
 		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
+		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -115,7 +119,8 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning,
+		workerArgs: strings.Fields(*workerArgs)}
 	defer func() {
 		if *keep {
 			return

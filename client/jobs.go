@@ -133,3 +133,13 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/stats", nil, nil, &s)
 	return s, err
 }
+
+// Workers returns the workers seen in the last 24 hours, latest first,
+// with their phones' facts, health and outcomes.
+func (c *Client) Workers(ctx context.Context) ([]WorkerStatus, error) {
+	var body struct {
+		Workers []WorkerStatus `json:"workers"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/workers", nil, nil, &body)
+	return body.Workers, err
+}

@@ -174,3 +174,25 @@ type Worker struct {
 	Queues   []string  `json:"queues"`
 	Running  int64     `json:"running"`
 }
+
+// WorkerStatus is a worker as GET /api/v1/workers shows it: presence,
+// what its device-info command last said of its phone (Info, nil without
+// one), its health (Claiming false with a Reason while it holds back or is
+// offline) and its outcomes of the last 24 hours.
+type WorkerStatus struct {
+	ID           string          `json:"id"`
+	Device       *string         `json:"device"`
+	Queues       []string        `json:"queues"`
+	Online       bool            `json:"online"`
+	StartedAt    time.Time       `json:"started_at"`
+	LastSeen     time.Time       `json:"last_seen"`
+	Info         json.RawMessage `json:"info"`
+	InfoAt       *time.Time      `json:"info_at"`
+	InfoError    *string         `json:"info_error"`
+	Running      int64           `json:"running"`
+	LastJobID    *int64          `json:"last_job_id"`
+	Succeeded24h int64           `json:"succeeded_24h"`
+	Failed24h    int64           `json:"failed_24h"`
+	Claiming     bool            `json:"claiming"`
+	Reason       *string         `json:"reason"`
+}

@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -230,32 +231,64 @@ func (q *Queries) JobListRecentlyDead(ctx context.Context, max int32) ([]Job, er
 const workerListStatus = `-- name: WorkerListStatus :many
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (w.last_seen >= now() - ($1::bigint) * interval '1 millisecond')::boolean AS online,
-       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
+       w.info, w.info_at, w.info_error, w.claiming, w.not_claiming,
+       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running,
+       (SELECT count(*) FROM jobs j
+        WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+          AND j.finished_at >= now() - ($2::bigint) * interval '1 millisecond')::bigint AS succeeded_recent,
+       (SELECT count(*) FROM attempts a
+        WHERE a.worker_id = w.id AND a.outcome IN ('failed', 'lease_expired')
+          AND a.ended_at >= now() - ($2::bigint) * interval '1 millisecond')::bigint AS failed_recent,
+       coalesce(
+           (SELECT last.id FROM (
+               (SELECT j.id, j.finished_at AS at FROM jobs j
+                WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+                ORDER BY j.finished_at DESC LIMIT 1)
+               UNION ALL
+               (SELECT a.job_id, a.ended_at FROM attempts a
+                WHERE a.worker_id = w.id AND a.ended_at IS NOT NULL
+                ORDER BY a.ended_at DESC LIMIT 1)
+            ) last ORDER BY last.at DESC LIMIT 1),
+           0)::bigint AS last_ended_job_id
 FROM workers w
-WHERE w.last_seen >= now() - ($2::bigint) * interval '1 millisecond'
+WHERE w.last_seen >= now() - ($3::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500
 `
 
 type WorkerListStatusParams struct {
-	OnlineMs int64
-	WithinMs int64
+	OnlineMs   int64
+	OutcomesMs int64
+	WithinMs   int64
 }
 
 type WorkerListStatusRow struct {
-	ID        string
-	Device    *string
-	Queues    []string
-	StartedAt time.Time
-	LastSeen  time.Time
-	Online    bool
-	Running   int64
+	ID              string
+	Device          *string
+	Queues          []string
+	StartedAt       time.Time
+	LastSeen        time.Time
+	Online          bool
+	Info            json.RawMessage
+	InfoAt          *time.Time
+	InfoError       *string
+	Claiming        bool
+	NotClaiming     *string
+	Running         int64
+	SucceededRecent int64
+	FailedRecent    int64
+	LastEndedJobID  int64
 }
 
 // Workers seen within @within_ms, and whether within @online_ms, both by
-// the database clock, with how many jobs each holds now.
+// the database clock, with how many jobs each holds now, its outcomes of
+// the last @outcomes_ms (jobs it completed; its attempts that failed or
+// whose lease expired) and the job whose attempt it ended last (the one it
+// runs now comes from JobListHeldBy). Every figure is an index range of
+// that one worker (jobs_running_idx, jobs_succeeded_owner_idx,
+// attempts_worker_ended_idx), read from the index alone or for one row.
 func (q *Queries) WorkerListStatus(ctx context.Context, arg WorkerListStatusParams) ([]WorkerListStatusRow, error) {
-	rows, err := q.db.Query(ctx, workerListStatus, arg.OnlineMs, arg.WithinMs)
+	rows, err := q.db.Query(ctx, workerListStatus, arg.OnlineMs, arg.OutcomesMs, arg.WithinMs)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +303,15 @@ func (q *Queries) WorkerListStatus(ctx context.Context, arg WorkerListStatusPara
 			&i.StartedAt,
 			&i.LastSeen,
 			&i.Online,
+			&i.Info,
+			&i.InfoAt,
+			&i.InfoError,
+			&i.Claiming,
+			&i.NotClaiming,
 			&i.Running,
+			&i.SucceededRecent,
+			&i.FailedRecent,
+			&i.LastEndedJobID,
 		); err != nil {
 			return nil, err
 		}

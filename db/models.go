@@ -289,9 +289,14 @@ type User struct {
 }
 
 type Worker struct {
-	ID        string
-	Device    *string
-	Queues    []string
-	StartedAt time.Time
-	LastSeen  time.Time
+	ID          string
+	Device      *string
+	Queues      []string
+	StartedAt   time.Time
+	LastSeen    time.Time
+	Info        json.RawMessage
+	InfoAt      *time.Time
+	InfoError   *string
+	Claiming    bool
+	NotClaiming *string
 }

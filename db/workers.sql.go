@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -38,6 +39,39 @@ func (q *Queries) Ping(ctx context.Context) (int32, error) {
 	var ok int32
 	err := row.Scan(&ok)
 	return ok, err
+}
+
+const workerDeviceAvailability = `-- name: WorkerDeviceAvailability :one
+SELECT count(*)::bigint AS online,
+       count(*) FILTER (WHERE w.claiming)::bigint AS claiming,
+       coalesce(array_agg(w.id || ': ' || coalesce(w.not_claiming, 'not claiming') ORDER BY w.id)
+                FILTER (WHERE NOT w.claiming), '{}')::text[] AS reasons
+FROM workers w
+WHERE w.last_seen >= now() - ($1::bigint) * interval '1 millisecond'
+  AND $2::text = ANY(string_to_array(w.device, ','))
+  AND $3::text = ANY(w.queues)
+`
+
+type WorkerDeviceAvailabilityParams struct {
+	OnlineMs int64
+	Device   string
+	Queue    string
+}
+
+type WorkerDeviceAvailabilityRow struct {
+	Online   int64
+	Claiming int64
+	Reasons  []string
+}
+
+// For a job waiting on device @device in @queue: how many workers seen
+// within @online_ms (database clock) carry that label and take that
+// queue, how many of them claim, and why the others do not.
+func (q *Queries) WorkerDeviceAvailability(ctx context.Context, arg WorkerDeviceAvailabilityParams) (WorkerDeviceAvailabilityRow, error) {
+	row := q.db.QueryRow(ctx, workerDeviceAvailability, arg.OnlineMs, arg.Device, arg.Queue)
+	var i WorkerDeviceAvailabilityRow
+	err := row.Scan(&i.Online, &i.Claiming, &i.Reasons)
+	return i, err
 }
 
 const workerListRecent = `-- name: WorkerListRecent :many
@@ -88,17 +122,42 @@ func (q *Queries) WorkerListRecent(ctx context.Context, withinMs int64) ([]Worke
 }
 
 const workerSeen = `-- name: WorkerSeen :exec
-INSERT INTO workers (id, device, queues) VALUES ($1, $2, $3::text[])
-ON CONFLICT (id) DO UPDATE SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues
+INSERT INTO workers (id, device, queues, info, info_at, info_error, claiming, not_claiming)
+VALUES ($1, $2, $3::text[], $4,
+        now() - $5::bigint * interval '1 millisecond',
+        $6, $7, $8)
+ON CONFLICT (id) DO UPDATE
+SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues,
+    info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
+    claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming
 `
 
 type WorkerSeenParams struct {
-	ID     string
-	Device *string
-	Queues []string
+	ID          string
+	Device      *string
+	Queues      []string
+	Info        json.RawMessage
+	InfoAgeMs   *int64
+	InfoError   *string
+	Claiming    bool
+	NotClaiming *string
 }
 
+// Presence, every few seconds: also what the worker's device-info command
+// last said (@info, gathered @info_age_ms before the worker sent it, so
+// info_at is by the database clock), the error of its last run, and
+// whether the worker claims. A worker without a device-info command sends
+// none, and clears what an earlier run of it left.
 func (q *Queries) WorkerSeen(ctx context.Context, arg WorkerSeenParams) error {
-	_, err := q.db.Exec(ctx, workerSeen, arg.ID, arg.Device, arg.Queues)
+	_, err := q.db.Exec(ctx, workerSeen,
+		arg.ID,
+		arg.Device,
+		arg.Queues,
+		arg.Info,
+		arg.InfoAgeMs,
+		arg.InfoError,
+		arg.Claiming,
+		arg.NotClaiming,
+	)
 	return err
 }

@@ -33,10 +33,33 @@ ORDER BY job_id, id;
 
 -- name: WorkerListStatus :many
 -- Workers seen within @within_ms, and whether within @online_ms, both by
--- the database clock, with how many jobs each holds now.
+-- the database clock, with how many jobs each holds now, its outcomes of
+-- the last @outcomes_ms (jobs it completed; its attempts that failed or
+-- whose lease expired) and the job whose attempt it ended last (the one it
+-- runs now comes from JobListHeldBy). Every figure is an index range of
+-- that one worker (jobs_running_idx, jobs_succeeded_owner_idx,
+-- attempts_worker_ended_idx), read from the index alone or for one row.
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (w.last_seen >= now() - (@online_ms::bigint) * interval '1 millisecond')::boolean AS online,
-       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running
+       w.info, w.info_at, w.info_error, w.claiming, w.not_claiming,
+       (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running,
+       (SELECT count(*) FROM jobs j
+        WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+          AND j.finished_at >= now() - (@outcomes_ms::bigint) * interval '1 millisecond')::bigint AS succeeded_recent,
+       (SELECT count(*) FROM attempts a
+        WHERE a.worker_id = w.id AND a.outcome IN ('failed', 'lease_expired')
+          AND a.ended_at >= now() - (@outcomes_ms::bigint) * interval '1 millisecond')::bigint AS failed_recent,
+       coalesce(
+           (SELECT last.id FROM (
+               (SELECT j.id, j.finished_at AS at FROM jobs j
+                WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+                ORDER BY j.finished_at DESC LIMIT 1)
+               UNION ALL
+               (SELECT a.job_id, a.ended_at FROM attempts a
+                WHERE a.worker_id = w.id AND a.ended_at IS NOT NULL
+                ORDER BY a.ended_at DESC LIMIT 1)
+            ) last ORDER BY last.at DESC LIMIT 1),
+           0)::bigint AS last_ended_job_id
 FROM workers w
 WHERE w.last_seen >= now() - (@within_ms::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id

@@ -1,6 +1,30 @@
 -- name: WorkerSeen :exec
-INSERT INTO workers (id, device, queues) VALUES (@id, sqlc.narg('device'), @queues::text[])
-ON CONFLICT (id) DO UPDATE SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues;
+-- Presence, every few seconds: also what the worker's device-info command
+-- last said (@info, gathered @info_age_ms before the worker sent it, so
+-- info_at is by the database clock), the error of its last run, and
+-- whether the worker claims. A worker without a device-info command sends
+-- none, and clears what an earlier run of it left.
+INSERT INTO workers (id, device, queues, info, info_at, info_error, claiming, not_claiming)
+VALUES (@id, sqlc.narg('device'), @queues::text[], sqlc.narg('info'),
+        now() - sqlc.narg('info_age_ms')::bigint * interval '1 millisecond',
+        sqlc.narg('info_error'), @claiming, sqlc.narg('not_claiming'))
+ON CONFLICT (id) DO UPDATE
+SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues,
+    info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
+    claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming;
+
+-- name: WorkerDeviceAvailability :one
+-- For a job waiting on device @device in @queue: how many workers seen
+-- within @online_ms (database clock) carry that label and take that
+-- queue, how many of them claim, and why the others do not.
+SELECT count(*)::bigint AS online,
+       count(*) FILTER (WHERE w.claiming)::bigint AS claiming,
+       coalesce(array_agg(w.id || ': ' || coalesce(w.not_claiming, 'not claiming') ORDER BY w.id)
+                FILTER (WHERE NOT w.claiming), '{}')::text[] AS reasons
+FROM workers w
+WHERE w.last_seen >= now() - (@online_ms::bigint) * interval '1 millisecond'
+  AND @device::text = ANY(string_to_array(w.device, ','))
+  AND @queue::text = ANY(w.queues);
 
 -- name: WorkerListRecent :many
 -- Workers seen within the last @within_ms (database clock), with the jobs

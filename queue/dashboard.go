@@ -113,16 +113,32 @@ type WorkerStatus struct {
 	// clock.
 	Online bool
 	Jobs   []HeldJob
+	// Info is what its device-info command last said (nil if nothing),
+	// gathered at InfoAt (database clock); InfoError is why its last run
+	// failed.
+	Info      json.RawMessage
+	InfoAt    *time.Time
+	InfoError *string
+	// Claiming is false while the worker holds back (its phone is unfit),
+	// NotClaiming says why.
+	Claiming    bool
+	NotClaiming *string
+	// Succeeded and Failed count its outcomes in the outcomes window: jobs
+	// it completed, and its attempts that failed or whose lease expired.
+	Succeeded, Failed int64
+	// LastJobID is the job it runs (the newest listed in Jobs), else the
+	// one whose attempt it ended last; 0 if none.
+	LastJobID int64
 }
 
 // WorkerStatuses lists the workers seen within the last window, each with
 // the running jobs it holds and whether it was seen within online. Both
 // reads see one snapshot, so a job is never shown on no worker or on two.
-func (c *Client) WorkerStatuses(ctx context.Context, window, online time.Duration) ([]WorkerStatus, error) {
+func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes time.Duration) ([]WorkerStatus, error) {
 	var out []WorkerStatus
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
-		rows, err := q.WorkerListStatus(ctx, db.WorkerListStatusParams{WithinMs: window.Milliseconds(), OnlineMs: online.Milliseconds()})
+		rows, err := q.WorkerListStatus(ctx, db.WorkerListStatusParams{WithinMs: window.Milliseconds(), OnlineMs: online.Milliseconds(), OutcomesMs: outcomes.Milliseconds()})
 		if err != nil {
 			return fmt.Errorf("listing workers: %w", err)
 		}
@@ -133,6 +149,8 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online time.Duratio
 			out[i] = WorkerStatus{
 				Worker:    Worker{ID: r.ID, LastSeen: r.LastSeen, Device: r.Device, Queues: r.Queues, Running: r.Running},
 				StartedAt: r.StartedAt, Online: r.Online,
+				Info: r.Info, InfoAt: r.InfoAt, InfoError: r.InfoError, Claiming: r.Claiming, NotClaiming: r.NotClaiming,
+				Succeeded: r.SucceededRecent, Failed: r.FailedRecent, LastJobID: r.LastEndedJobID,
 			}
 			ids[i], index[r.ID] = r.ID, i
 		}
@@ -146,6 +164,7 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online time.Duratio
 		for _, h := range held {
 			w := &out[index[h.LeaseOwner]]
 			w.Jobs = append(w.Jobs, HeldJob{ID: h.ID, Kind: h.Kind, App: h.App, Attempt: h.Attempt, LeaseUntil: h.LeaseUntil})
+			w.LastJobID = h.ID // the one it took last (ids ascending)
 		}
 		return nil
 	})

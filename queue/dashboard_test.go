@@ -105,7 +105,7 @@ func TestWorkerStatuses(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	for _, w := range []string{"w-online", "w-quiet", "w-gone"} {
-		if err := f.client.WorkerSeen(f.ctx, w, []string{"pixel7"}, []string{"default"}); err != nil {
+		if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: w, Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +127,7 @@ func TestWorkerStatuses(t *testing.T) {
 	online, quiet := claim("w-online", 2), claim("w-quiet", 1)
 	claim("w-gone", 1)
 
-	ws, err := f.client.WorkerStatuses(f.ctx, 24*time.Hour, time.Minute)
+	ws, err := f.client.WorkerStatuses(f.ctx, 24*time.Hour, time.Minute, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

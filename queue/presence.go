@@ -1,24 +1,88 @@
 package queue
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/db"
 )
 
-// WorkerSeen records that a worker is alive.
-func (c *Client) WorkerSeen(ctx context.Context, id string, devices, queues []string) error {
-	if err := checkDevices(devices); err != nil {
+// Presence is what a worker says about itself every few seconds.
+type Presence struct {
+	ID      string
+	Devices []string
+	Queues  []string
+	// Device is what its device-info command last said; nil for a worker
+	// that has none.
+	Device *DeviceReport
+}
+
+// DeviceReport is the state of a worker's device-info runs.
+type DeviceReport struct {
+	// Info is the object of the last run that gave one (nil if none has),
+	// gathered InfoAge before the presence was sent.
+	Info    json.RawMessage
+	InfoAge time.Duration
+	// Error is why the last run failed; empty when it worked.
+	Error string
+	// Claiming is false while the phone is unfit (DeviceHealth), with
+	// Reason saying why.
+	Claiming bool
+	Reason   string
+}
+
+// WorkerSeen records that a worker is alive, with what it says of its
+// device.
+func (c *Client) WorkerSeen(ctx context.Context, p Presence) error {
+	if err := checkDevices(p.Devices); err != nil {
 		return err
 	}
-	var device *string
-	if len(devices) > 0 {
-		device = ptr(strings.Join(devices, ","))
+	params := db.WorkerSeenParams{ID: p.ID, Queues: p.Queues, Claiming: true}
+	if len(p.Devices) > 0 {
+		params.Device = ptr(strings.Join(p.Devices, ","))
 	}
-	if err := c.q.WorkerSeen(ctx, db.WorkerSeenParams{ID: id, Device: device, Queues: queues}); err != nil {
+	if d := p.Device; d != nil {
+		if err := d.check(); err != nil {
+			return err
+		}
+		if d.Info != nil {
+			params.Info, params.InfoAgeMs = d.Info, ptr(max(d.InfoAge.Milliseconds(), 0))
+		}
+		params.Claiming = d.Claiming
+		if d.Error != "" {
+			params.InfoError = ptr(d.Error)
+		}
+		if !d.Claiming {
+			params.NotClaiming = ptr(cmp.Or(d.Reason, "not claiming"))
+		}
+	}
+	if err := c.q.WorkerSeen(ctx, params); err != nil {
 		return fmt.Errorf("recording worker: %w", err)
+	}
+	return nil
+}
+
+// check refuses a report the workers table should not hold: info that is
+// not device info (ParseDeviceInfo), an implausible age, overlong texts.
+func (d *DeviceReport) check() error {
+	if d.Info != nil {
+		if _, err := ParseDeviceInfo(d.Info); err != nil {
+			return invalid("info", "%v", err)
+		}
+	}
+	if d.InfoAge < 0 || d.InfoAge > 365*24*time.Hour {
+		return invalid("info_age_ms", "must be between 0 and a year")
+	}
+	if len(d.Error) > MaxReasonBytes || !utf8.ValidString(d.Error) {
+		return invalid("info_error", "must be valid UTF-8 of at most %d bytes", MaxReasonBytes)
+	}
+	if len(d.Reason) > MaxReasonBytes || !utf8.ValidString(d.Reason) {
+		return invalid("reason", "must be valid UTF-8 of at most %d bytes", MaxReasonBytes)
 	}
 	return nil
 }

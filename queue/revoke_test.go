@@ -74,10 +74,10 @@ func TestWorkerSeenBoundsDevices(t *testing.T) {
 		many[i] = "d"
 	}
 	var ve *queue.ValidationError
-	if err := f.client.WorkerSeen(f.ctx, "w", many, []string{"default"}); !errors.As(err, &ve) || ve.Field != "devices" {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "w", Devices: many, Queues: []string{"default"}}); !errors.As(err, &ve) || ve.Field != "devices" {
 		t.Errorf("%d devices: %v", len(many), err)
 	}
-	if err := f.client.WorkerSeen(f.ctx, "w", many[:queue.MaxWorkerDevices], []string{"default"}); err != nil {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "w", Devices: many[:queue.MaxWorkerDevices], Queues: []string{"default"}}); err != nil {
 		t.Errorf("%d devices: %v", queue.MaxWorkerDevices, err)
 	}
 }

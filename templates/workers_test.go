@@ -50,3 +50,35 @@ func TestWorkersEmpty(t *testing.T) {
 		t.Errorf("empty state %q", htmltest.Text(e))
 	}
 }
+
+func TestWorkersRowPhoneAndHealth(t *testing.T) {
+	t.Parallel()
+	battery, charging := 4, false
+	v := templates.WorkersView{Window: "24 hours", Rows: []templates.WorkersRow{
+		{ID: "phone-low", Online: true, LastSeen: listsNow, Started: listsNow, Running: 1, Succeeded: 7, Failed: 2,
+			Phone:  &templates.WorkersPhone{Model: "Pixel 7", Android: "14", Adb: "device", Battery: &battery, Charging: &charging, Serial: "R5CT"},
+			InfoAt: &listsNow, Claiming: false, Reason: "battery 4% (under 15%) and not charging", InfoError: "no answer within 10s: killed",
+			Jobs: []templates.WorkersJob{{ID: 11, Kind: "app_investigation", Attempt: 1, Shot: &templates.WorkersShot{ID: 99, Name: "step-3.png", Step: 3}}}},
+		{ID: "plain", Online: true, LastSeen: listsNow, Started: listsNow, Claiming: true, LastJobID: 5},
+	}}
+	d := listsRender(t, templates.Workers(listsPage("workers"), v))
+	rows := d.All("worker-row")
+	low, plain := rows[0], rows[1]
+	for id, want := range map[string]string{"model": "Pixel 7", "android": "Android 14", "battery": "4%", "charging": "not charging",
+		"adb": "adb device", "serial": "R5CT", "reason": "battery 4% (under 15%) and not charging",
+		"info-error": "device-info: no answer within 10s: killed", "succeeded-24h": "7 succeeded", "failed-24h": "2 failed"} {
+		if n := htmltest.ByTestID(low, id); len(n) != 1 || htmltest.Text(n[0]) != want {
+			t.Errorf("%s: %d nodes, want %q", id, len(n), want)
+		}
+	}
+	if len(htmltest.ByTestID(low, "not-claiming")) != 1 || len(htmltest.ByTestID(low, "claiming")) != 0 {
+		t.Error("health badge of a worker holding back")
+	}
+	if shot := htmltest.ByTestID(low, "current-shot"); len(shot) != 1 || !strings.Contains(d.Raw, `href="/artifacts/99"`) || !strings.Contains(d.Raw, `src="/artifacts/99"`) {
+		t.Error("the current job's latest screenshot")
+	}
+	if !strings.Contains(htmltest.Text(plain), "no device info") || len(htmltest.ByTestID(plain, "claiming")) != 1 ||
+		len(htmltest.ByTestID(plain, "reason")) != 0 || !strings.Contains(d.Raw, `href="/jobs/5"`) {
+		t.Errorf("a worker without device info: %q", htmltest.Text(plain))
+	}
+}

@@ -301,7 +301,7 @@ func TestStats(t *testing.T) {
 		t.Errorf("workers = %#v, want []", s.Workers)
 	}
 
-	if err := f.queue.WorkerSeen(f.ctx, "pixel-worker", []string{"pixel7"}, []string{"default"}); err != nil {
+	if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: "pixel-worker", Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.submit(t, `{"kind":"noop"}`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -67,6 +68,11 @@ func (s *server) renderJobPage(c echo.Context, status int, id int64, notice stri
 	}
 	v := newJobPageView(d)
 	v.Notice = notice
+	if v.State == string(queue.StatePending) && v.Device != "" {
+		if v.Waiting, err = s.deviceWaiting(c.Request().Context(), v.Device, v.Queue); err != nil {
+			return err
+		}
+	}
 	if ok, err := s.jobPageReplay(c, d, &v); !ok {
 		return err
 	}
@@ -98,4 +104,25 @@ func (s *server) jobPageMissing(c echo.Context, id int64) error {
 // jobProblem answers a browser's bad request with a page, not JSON.
 func (s *server) jobProblem(c echo.Context, status int, title, message string) error {
 	return render(c, status, templates.JobProblem(s.page(c, title, "jobs"), templates.JobProblemView{Title: title, Message: message}))
+}
+
+// deviceWaiting says why a pending job for device in queue is not taken,
+// when that is for want of a fit phone: none with that label is online
+// (and takes the queue), or every one that is holds back. "" when some
+// phone could take it.
+func (s *server) deviceWaiting(ctx context.Context, device, queueName string) (string, error) {
+	a, err := s.queue.DeviceAvailability(ctx, device, queueName, workerOnlineWindow)
+	switch {
+	case err != nil:
+		return "", err
+	case a.Claiming > 0:
+		return "", nil
+	case a.Online == 0:
+		return fmt.Sprintf("waiting for %s: no such phone online", device), nil
+	}
+	reasons := strings.Join(a.Reasons, "; ")
+	if a.Online == 1 {
+		return fmt.Sprintf("waiting for %s: the only such phone online is not claiming (%s)", device, reasons), nil
+	}
+	return fmt.Sprintf("waiting for %s: all %d such phones online are not claiming (%s)", device, a.Online, reasons), nil
 }

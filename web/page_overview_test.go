@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
@@ -29,7 +30,7 @@ func TestOverviewPage(t *testing.T) {
 	f.listsInsert(t, "report", "default", "")
 	f.listsInsert(t, "report", "default", "")
 	dead := f.deadJob(t, "doomed")
-	if err := f.queue.WorkerSeen(f.ctx, "phone-1", []string{"pixel7"}, []string{"default"}); err != nil {
+	if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: "phone-1", Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	d = parseHTML(t, b.get(t, "/").want(t, http.StatusOK))

@@ -1,41 +1,76 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
 )
 
-// How far back the workers page looks, and how recently a worker must
-// have been seen to count as online (workers report every few seconds).
-const (
-	workersPageWindow  = 24 * time.Hour
-	workerOnlineWindow = time.Minute
-)
-
 // workersPage is GET /workers: the workers seen in the last day, each
-// with the jobs it holds now, read in one snapshot. It polls itself; a
+// with its phone as its device-info command last described it, the jobs
+// it holds now (the current one with its latest screenshot), its outcomes
+// of the last 24 hours and why it does not claim, if it does not. The
+// workers and their jobs are read in one snapshot. It polls itself; a
 // poll keeps the live part of the page.
 func (s *server) workersPage(c echo.Context) error {
-	workers, err := s.queue.WorkerStatuses(c.Request().Context(), workersPageWindow, workerOnlineWindow)
+	ctx := c.Request().Context()
+	workers, err := s.queue.WorkerStatuses(ctx, workersPageWindow, workerOnlineWindow, workerOutcomes)
+	if err != nil {
+		return fmt.Errorf("workers page: %w", err)
+	}
+	// Each worker's current job is the one it took last.
+	var current []int64
+	for _, w := range workers {
+		if len(w.Jobs) > 0 {
+			current = append(current, w.Jobs[len(w.Jobs)-1].ID)
+		}
+	}
+	shots, err := s.queue.LatestScreenshots(ctx, current, 1)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
 	}
 	v := templates.WorkersView{Rows: make([]templates.WorkersRow, len(workers)), Window: "24 hours", WorkerCommand: listWorkerCommand(c)}
 	for i, w := range workers {
+		claiming, reason := workerHealth(w)
 		r := templates.WorkersRow{
 			ID: w.ID, Device: listDeref(w.Device), Queues: w.Queues, Online: w.Online,
 			LastSeen: w.LastSeen, Started: w.StartedAt, Running: w.Running,
-			Jobs: make([]templates.WorkersJob, len(w.Jobs)),
+			Jobs:      make([]templates.WorkersJob, len(w.Jobs)),
+			Succeeded: w.Succeeded, Failed: w.Failed, LastJobID: w.LastJobID,
+			Claiming: claiming, Reason: reason, InfoError: listDeref(w.InfoError), InfoAt: w.InfoAt,
+		}
+		if w.Info != nil {
+			// Checked when it was stored; an unreadable one shows as none.
+			if info, err := queue.ParseDeviceInfo(w.Info); err == nil {
+				r.Phone = &templates.WorkersPhone{
+					Model: info.Model, Android: info.Android, Adb: info.Adb, Battery: info.Battery, Charging: info.Charging,
+					Serial: deviceString(w.Info, "serial"), Screen: deviceString(w.Info, "screen"),
+				}
+			}
 		}
 		for k, j := range w.Jobs {
 			r.Jobs[k] = templates.WorkersJob{ID: j.ID, App: listDeref(j.App), Kind: j.Kind, Attempt: j.Attempt, LeaseUntil: j.LeaseUntil}
+			if shot, ok := shots[j.ID]; ok && k == len(w.Jobs)-1 && len(shot.Artifacts) > 0 {
+				a := shot.Artifacts[len(shot.Artifacts)-1]
+				r.Jobs[k].Shot = &templates.WorkersShot{ID: a.ID, Name: a.Name, Step: shot.Total}
+			}
 		}
 		v.Rows[i] = r
 	}
 	return render(c, http.StatusOK, templates.Workers(s.page(c, "Workers", "workers"), v))
+}
+
+// deviceString is the string fact key of device info, "" if absent.
+func deviceString(info []byte, key string) string {
+	var m map[string]any
+	if json.Unmarshal(info, &m) != nil {
+		return ""
+	}
+	s, _ := m[key].(string)
+	return s
 }

@@ -22,7 +22,7 @@ func TestWorkersPage(t *testing.T) {
 	}
 
 	for _, w := range []string{"phone-1", "idle-1"} {
-		if err := f.queue.WorkerSeen(f.ctx, w, []string{"pixel7"}, []string{"default"}); err != nil {
+		if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: w, Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -70,7 +70,7 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		"/", "/jobs", "/jobs?state=dead", "/jobs?state=running", "/jobs?app=com.example.app7",
 		"/jobs?kind=report&state=succeeded", fmt.Sprintf("/jobs?cursor=%d", midCursor), "/dead",
 		fmt.Sprintf("/dead?cursor=%d", midCursor), "/workers", fmt.Sprintf("/jobs/%d", deadID), "/jobs/new",
-		"/api/v1/jobs?state=dead", "/api/v1/stats",
+		"/api/v1/jobs?state=dead", "/api/v1/stats", "/api/v1/workers",
 	}
 	for _, path := range pages {
 		b.Run(path, func(b *testing.B) {

@@ -41,6 +41,7 @@ func (s *server) routes(e *echo.Echo) {
 	api.DELETE("/schedules/:name", s.scheduleDelete, admin)
 	api.GET("/queues", s.queueList, admin)
 	api.PATCH("/queues/:name", s.queuePatch, admin)
+	api.GET("/workers", s.workerList, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.

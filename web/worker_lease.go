@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -164,6 +165,9 @@ func (s *server) workerEffect(c echo.Context) error {
 	}
 }
 
+// maxInfoAge bounds how old device info a worker may send.
+const maxInfoAge = 365 * 24 * time.Hour
+
 // workerPresence records that the calling worker is alive, for /workers
 // and the stats.
 func (s *server) workerPresence(c echo.Context) error {
@@ -179,7 +183,11 @@ func (s *server) workerPresence(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.queue.WorkerSeen(c.Request().Context(), p.WorkerID, p.Devices, p.Queues); err != nil {
+	if req.InfoAgeMs != nil && (*req.InfoAgeMs < 0 || *req.InfoAgeMs > maxInfoAge.Milliseconds()) {
+		return badRequest("info_age_ms", "must be between 0 and %d", maxInfoAge.Milliseconds())
+	}
+	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: req.Device()}
+	if err := s.queue.WorkerSeen(c.Request().Context(), presence); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -27,7 +27,7 @@ type Backend interface {
 	StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error)
 	FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error
 	UploadArtifact(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error)
-	WorkerSeen(ctx context.Context, id string, devices, queues []string) error
+	WorkerSeen(ctx context.Context, p queue.Presence) error
 }
 
 // ArtifactStore stores an attempt's files: package artifact's Store.

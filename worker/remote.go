@@ -168,9 +168,8 @@ func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, re
 }
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
-func (r *Remote) WorkerSeen(ctx context.Context, _ string, devices, queues []string) error {
-	return r.call(ctx, http.MethodPost, workerapi.PresencePath,
-		workerapi.PresenceRequest{Devices: devices, Queues: queues}, nil, false)
+func (r *Remote) WorkerSeen(ctx context.Context, p queue.Presence) error {
+	return r.call(ctx, http.MethodPost, workerapi.PresencePath, workerapi.NewPresenceRequest(p), nil, false)
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,

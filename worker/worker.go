@@ -40,6 +40,15 @@ type Config struct {
 	// jobs arrive and hosts its standby reaper. Nil for a remote worker,
 	// which polls.
 	Pool *pgxpool.Pool
+	// DeviceInfo, when set, describes the phone: it runs at start, every
+	// DeviceInfoEvery (default a minute) and after each job, and its facts
+	// go with presence. While they say the phone is unfit
+	// (queue.DeviceHealth with MinBattery, default 15) the worker claims
+	// nothing; running jobs go on. A negative MinBattery never holds back
+	// for the battery.
+	DeviceInfo      DeviceInfoFunc
+	DeviceInfoEvery time.Duration
+	MinBattery      int
 }
 
 // Worker claims and runs jobs.
@@ -48,6 +57,12 @@ type Worker struct {
 	completer *completer
 	cfg       Config
 	log       *slog.Logger
+	// device is nil without a device-info command.
+	device      *device
+	checkNow    chan struct{} // a device-info run is wanted
+	presenceNow chan struct{} // presence should be sent now
+	claimMu     sync.Mutex
+	claimCancel context.CancelFunc // of a claim under way
 }
 
 // NewDirect returns a Worker that works straight on PostgreSQL.
@@ -75,8 +90,17 @@ func New(cfg Config) *Worker {
 		}
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.DeviceInfoEvery = cmp.Or(cfg.DeviceInfoEvery, deviceInfoEvery)
+	cfg.MinBattery = cmp.Or(cfg.MinBattery, queue.DefaultMinBattery)
 	log := cfg.Logger.With("worker", cfg.ID)
-	return &Worker{backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log}
+	w := &Worker{
+		backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log,
+		checkNow: make(chan struct{}, 1), presenceNow: make(chan struct{}, 1),
+	}
+	if cfg.DeviceInfo != nil {
+		w.device = &device{}
+	}
+	return w
 }
 
 // presenceEvery is how often a worker reports itself alive (/workers
@@ -104,6 +128,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	wake := make(chan struct{}, 1)
 	bgWG.Go(func() { w.presence(bg) })
+	if w.device != nil {
+		bgWG.Go(func() { w.deviceInfo(bg, wake) })
+	}
 	bgWG.Go(func() { w.completer.run(bg) })
 	if w.cfg.Pool != nil {
 		bgWG.Go(func() { w.listen(bg, wake) })
@@ -124,10 +151,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		"concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "heartbeat", w.cfg.Heartbeat)
 
 	for ctx.Err() == nil {
-		if free := w.cfg.Concurrency - inflight; free > 0 {
+		// An unfit phone (or one not checked yet) claims nothing; its
+		// device-info run wakes the loop when that changes.
+		if free := w.cfg.Concurrency - inflight; free > 0 && w.device.mayClaim() {
 			sent := time.Now()
 			claim, err := w.claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !(errors.Is(err, context.Canceled) && !w.device.mayClaim()) {
 				w.log.Warn("claim failed", "err", err)
 			}
 			start := leaseStart(sent, time.Now(), claim.Waited)
@@ -138,6 +167,7 @@ func (w *Worker) Run(ctx context.Context) error {
 					free := func() { once.Do(func() { done <- struct{}{} }) }
 					defer free()
 					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), free)
+					w.checkDevice() // after each job
 				})
 			}
 			if len(claim.Jobs) == free {
@@ -186,6 +216,20 @@ func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+	} else {
+		// A phone found unfit while the long poll waits cuts it
+		// (cutClaim): it must not be handed a job then.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		w.claimMu.Lock()
+		w.claimCancel = cancel
+		w.claimMu.Unlock()
+		defer func() {
+			w.claimMu.Lock()
+			w.claimCancel = nil
+			w.claimMu.Unlock()
+			cancel()
+		}()
 	}
 	return w.backend.Claim(ctx, queue.ClaimParams{
 		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
@@ -489,7 +533,9 @@ func (w *Worker) presence(ctx context.Context) {
 	for {
 		// Bounded, so that a network gone silent cannot stall presence.
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := w.backend.WorkerSeen(callCtx, w.cfg.ID, w.cfg.Devices, w.cfg.Queues)
+		err := w.backend.WorkerSeen(callCtx, queue.Presence{
+			ID: w.cfg.ID, Devices: w.cfg.Devices, Queues: w.cfg.Queues, Device: w.device.report(),
+		})
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("recording presence", "err", err)
@@ -498,6 +544,7 @@ func (w *Worker) presence(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
+		case <-w.presenceNow: // the phone's health changed
 		}
 	}
 }

@@ -220,11 +220,54 @@ func (j Job) ToQueue() queue.Job {
 	}
 }
 
-// PresenceRequest is the body of POST PresencePath.
+// PresenceRequest is the body of POST PresencePath. A worker with a
+// device-info command also says what it last said of the phone, and
+// whether the worker claims; one without leaves those out.
 type PresenceRequest struct {
 	Queues  []string `json:"queues"`
 	Devices []string `json:"devices"`
+	// Info is the object of the last device-info run that gave one,
+	// gathered InfoAgeMs before the request was sent (the server dates it
+	// by its database clock).
+	Info      json.RawMessage `json:"info,omitempty"`
+	InfoAgeMs *int64          `json:"info_age_ms,omitempty"`
+	// InfoError is why the last run failed.
+	InfoError string `json:"info_error,omitempty"`
+	// Claiming false says the worker holds back, Reason why (adb
+	// offline, battery low). Absent: claiming.
+	Claiming *bool  `json:"claiming,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
+
+// NewPresenceRequest is the request that says p.
+func NewPresenceRequest(p queue.Presence) PresenceRequest {
+	r := PresenceRequest{Queues: p.Queues, Devices: p.Devices}
+	if d := p.Device; d != nil {
+		r.InfoError, r.Claiming, r.Reason = d.Error, &d.Claiming, d.Reason
+		if d.Info != nil {
+			r.Info, r.InfoAgeMs = d.Info, ptr(d.InfoAge.Milliseconds())
+		}
+	}
+	return r
+}
+
+// Device is the device report of the request; nil when it has none.
+func (r PresenceRequest) Device() *queue.DeviceReport {
+	info := r.Info
+	if string(info) == "null" {
+		info = nil
+	}
+	if info == nil && r.InfoError == "" && r.Claiming == nil && r.Reason == "" {
+		return nil
+	}
+	d := &queue.DeviceReport{Info: info, Error: r.InfoError, Claiming: r.Claiming == nil || *r.Claiming, Reason: r.Reason}
+	if r.InfoAgeMs != nil {
+		d.InfoAge = time.Duration(*r.InfoAgeMs) * time.Millisecond
+	}
+	return d
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // LeaseRequest is the part every write on a held job carries, and the
 // whole body of heartbeat, release and cancelled.

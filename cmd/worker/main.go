@@ -58,6 +58,9 @@ func run(args []string) error {
 		killGrace   = fs.Duration("kill-grace", 10*time.Second, "how long an exec command has between SIGTERM and SIGKILL when its attempt must stop")
 		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 10s direct, 1s remote)")
 		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
+		deviceInfo  = fs.String("device-info", "", "command printing one JSON object about the phone (battery, charging, adb, model, …), run at start, every --device-info-every and after each job")
+		infoEvery   = fs.Duration("device-info-every", time.Minute, "how often --device-info runs between jobs")
+		minBattery  = fs.Int("min-battery", queue.DefaultMinBattery, "with --device-info: claim nothing while the battery is under this percentage and not charging")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 		logLevel    slog.Level // info
 	)
@@ -84,6 +87,24 @@ func run(args []string) error {
 		return fmt.Errorf("--heartbeat %v: must be shorter than --lease %v", *heartbeat, *lease)
 	}
 
+	if *minBattery < 0 || *minBattery > 100 {
+		return fmt.Errorf("--min-battery %d: must be between 0 and 100", *minBattery)
+	}
+	if *infoEvery < time.Second {
+		return fmt.Errorf("--device-info-every %v: must be at least 1s", *infoEvery)
+	}
+	var infoFunc worker.DeviceInfoFunc
+	if *deviceInfo != "" {
+		probe, err := executor.NewDeviceInfo(*deviceInfo, 0, logger)
+		if err != nil {
+			return fmt.Errorf("--device-info: %w", err)
+		}
+		infoFunc = probe.Run
+	}
+	if *minBattery == 0 {
+		*minBattery = -1 // worker.Config's 0 is the default
+	}
+
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
@@ -91,6 +112,7 @@ func run(args []string) error {
 		ID: *id, Queues: cli.SplitList(*queues), Devices: cli.SplitList(*device), Concurrency: *concurrency,
 		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
 		Executor: exec, Logger: logger,
+		DeviceInfo: infoFunc, DeviceInfoEvery: *infoEvery, MinBattery: *minBattery,
 	}
 	var w *worker.Worker
 	if *serverURL != "" || *token != "" {
