@@ -21,6 +21,7 @@ const (
 // with the jobs it holds now, read in one snapshot. It polls itself; a
 // poll keeps the live part of the page.
 func (s *server) workersPage(c echo.Context) error {
+	live := s.liveURL(0) // before reading: what changes after the read is replayed
 	workers, err := s.queue.WorkerStatuses(c.Request().Context(), workersPageWindow, workerOnlineWindow)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
@@ -37,5 +38,7 @@ func (s *server) workersPage(c echo.Context) error {
 		}
 		v.Rows[i] = r
 	}
-	return render(c, http.StatusOK, templates.Workers(s.page(c, "Workers", "workers"), v))
+	page := s.page(c, "Workers", "workers")
+	v.Pushed, page.Live = live != "", live
+	return render(c, http.StatusOK, templates.Workers(page, v))
 }

@@ -70,4 +70,6 @@ func (s *server) routes(e *echo.Echo) {
 	pages.POST("/logout", s.logout, page...)
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form
+	// What changed, pushed to the pages above (Server-Sent Events).
+	pages.GET("/events", s.events, page...)
 }

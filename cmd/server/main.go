@@ -25,6 +25,7 @@ import (
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
+	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
 )
@@ -131,17 +132,23 @@ func serve(args []string) error {
 	prunerDone := make(chan struct{})
 	go func() { _ = pruner.Run(ctx); close(prunerDone) }()
 
+	// One LISTEN connection serves the remote workers' long polls and
+	// every open dashboard's live updates.
 	jobs := queue.NewJobNotifier(pool, logger)
+	hub := live.NewHub(live.Config{})
+	jobs.WatchChanges(hub.Notify)
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies,
+		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
 	})
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	// Shutdown waits for requests to end; event streams end only when told.
+	srv.RegisterOnShutdown(hub.Close)
 	ln, err := listen(*addr, *maxConns)
 	if err != nil {
 		return err
