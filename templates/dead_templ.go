@@ -142,7 +142,7 @@ func deadLive(v DeadView) templ.Attributes {
 		return nil
 	}
 	a := liveTrigger(true, "sse:dead", "every 5s")
-	a["hx-get"], a["hx-select"], a["hx-swap"] = v.LiveURL, "#dead-live", "outerHTML"
+	a["hx-get"], a["hx-select"] = v.LiveURL, "#dead-live"
 	return a
 }
 

@@ -242,7 +242,7 @@ func jobLive(v JobPageView, csrf string) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, " hx-select=\"#job-live\" hx-swap=\"outerHTML\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, " hx-select=\"#job-live\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
