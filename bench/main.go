@@ -40,6 +40,7 @@ type bench struct {
 	admin      *admin
 	tmp        string
 	statements bool
+	streams    int // event streams to open in the idle measurement
 	stops      []func()
 }
 
@@ -76,6 +77,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -107,7 +109,7 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, streams: *streams}
 	defer func() {
 		if *keep {
 			return

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,10 +13,11 @@ import (
 	"github.com/leasehold/leasehold/live"
 )
 
-// Timing of an event stream. A stream lives at most eventsMaxAge, then
-// ends and the browser reconnects (with Last-Event-ID, so nothing is
-// lost): its session is checked again, and no connection is held
-// forever. A write that cannot finish within eventsWriteTimeout (a peer
+// Timing of an event stream. A stream lives eventsMaxAge plus up to a
+// half of it more (so that dashboards opened together do not all come
+// back at once), then ends and the browser reconnects (with
+// Last-Event-ID, so nothing is lost): its session is checked again, and
+// no connection is held forever. A write that cannot finish within eventsWriteTimeout (a peer
 // that stopped reading) ends the stream.
 const (
 	eventsKeepAlive    = 20 * time.Second
@@ -89,7 +91,7 @@ func (s *server) events(c echo.Context) error {
 	}
 	keepAlive := time.NewTicker(s.eventsKeepAlive)
 	defer keepAlive.Stop()
-	maxAge := time.NewTimer(eventsMaxAge)
+	maxAge := time.NewTimer(eventsMaxAge + rand.N(eventsMaxAge/2))
 	defer maxAge.Stop()
 	ctx := c.Request().Context()
 	for {
