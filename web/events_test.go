@@ -327,6 +327,24 @@ func TestEventsBadInput(t *testing.T) {
 	}
 }
 
+// Past the most streams a server keeps open, a browser is told to come
+// back later; a closed stream makes room.
+func TestEventsTooManyStreams(t *testing.T) {
+	t.Parallel()
+	f := setup(t, setupOpts{maxStreams: 2})
+	b := f.signIn(t, "alice")
+	first := b.openEvents(t, "/events", nil)
+	b.openEvents(t, "/events?job=3", nil)
+	req, _ := http.NewRequestWithContext(f.ctx, http.MethodGet, f.srv.URL+"/events", nil)
+	r := b.do(t, req)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "too many open event streams") {
+		t.Fatalf("a third stream: %d %v %s", r.status, r.header, r.body)
+	}
+	first.cancel()
+	f.eventually(t, func() bool { return f.hub.Streams() < 2 })
+	b.openEvents(t, "/events", nil)
+}
+
 // Shutting down ends the streams, so that the server does not wait for
 // browsers to leave.
 func TestEventsEndOnShutdown(t *testing.T) {

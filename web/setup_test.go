@@ -42,6 +42,7 @@ type setupOpts struct {
 	readTimeout  time.Duration
 	keepAlive    time.Duration // of event streams
 	coalesce     time.Duration // of events (live.Config.Coalesce)
+	maxStreams   int           // live.Config.MaxStreams
 	// server, when set, adjusts the HTTP server before it starts.
 	server func(*http.Server)
 }
@@ -66,7 +67,7 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	}
 	f.metrics = web.NewMetrics(f.queue)
 	jobs := queue.NewJobNotifier(pool, logger)
-	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce})
+	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce, MaxStreams: o.maxStreams})
 	jobs.WatchChanges(f.hub.Notify) // as cmd/server does
 	go jobs.Run(ctx)
 	f.srv = httptest.NewUnstartedServer(web.New(web.Config{

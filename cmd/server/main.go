@@ -135,7 +135,9 @@ func serve(args []string) error {
 	// One LISTEN connection serves the remote workers' long polls and
 	// every open dashboard's live updates.
 	jobs := queue.NewJobNotifier(pool, logger)
-	hub := live.NewHub(live.Config{})
+	// Open dashboards may hold at most a quarter of the connections, so
+	// that they never crowd out workers and page loads.
+	hub := live.NewHub(live.Config{MaxStreams: max(1, min(1000, *maxConns/4))})
 	jobs.WatchChanges(hub.Notify)
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
