@@ -84,6 +84,12 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 		return err
 	}
 	defer stopProcess(worker, workerExited)
+	var dashboard *http.Client
+	if b.streams > 0 {
+		if dashboard, err = signIn(ctx, "http://"+addr, "bench-idle-password"); err != nil {
+			return err
+		}
+	}
 
 	commits, err := b.idleWindow(ctx, idleDB, url, window)
 	if err != nil {
@@ -99,6 +105,28 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	}
 	fmt.Printf("idle Leasehold server%s + 1 direct worker over %v: %d commits, %.2f transactions/s; RSS server %.1f MiB, worker %.1f MiB\n",
 		withSchedule, window, commits, float64(commits)/window.Seconds(), serverRSS, workerRSS)
+	if b.streams == 0 {
+		return nil
+	}
+	// The same, with dashboards open: their streams must cost PostgreSQL
+	// nothing (one LISTEN serves them all) and the server little memory.
+	streamsCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := openStreams(streamsCtx, dashboard, "http://"+addr, b.streams); err != nil {
+		return err
+	}
+	for i := range 2 { // the second window: long after the streams opened
+		commits, err = b.idleWindow(ctx, idleDB, url, window)
+		if err != nil {
+			return err
+		}
+		withRSS, err := rssMiB(server.Process.Pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("idle with %d open event streams, window %d, over %v: %d commits, %.2f transactions/s; RSS server %.1f MiB (%+.1f MiB)\n",
+			b.streams, i+1, window, commits, float64(commits)/window.Seconds(), withRSS, withRSS-serverRSS)
+	}
 	return nil
 }
 

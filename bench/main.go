@@ -41,6 +41,7 @@ type bench struct {
 	admin      *admin
 	tmp        string
 	statements bool
+	streams    int // event streams to open in the idle measurement
 	stops      []func()
 	// idleSchedule, when set, is the cron of a schedule the idle server
 	// holds during its window.
@@ -88,6 +89,7 @@ func run() error {
 		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
 		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
 		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
+		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -120,7 +122,7 @@ func run() error {
 		}
 	}
 	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning,
-		workerArgs: strings.Fields(*workerArgs)}
+		workerArgs: strings.Fields(*workerArgs), streams: *streams}
 	defer func() {
 		if *keep {
 			return

@@ -11,6 +11,16 @@ import (
 	"time"
 )
 
+const listenChanges = `-- name: ListenChanges :exec
+LISTEN leasehold_events
+`
+
+// What changed, for the dashboard's live updates (migration 000013).
+func (q *Queries) ListenChanges(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, listenChanges)
+	return err
+}
+
 const listenJobs = `-- name: ListenJobs :exec
 LISTEN leasehold_jobs
 `

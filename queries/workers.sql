@@ -39,6 +39,10 @@ LIMIT 500;
 -- name: ListenJobs :exec
 LISTEN leasehold_jobs;
 
+-- name: ListenChanges :exec
+-- What changed, for the dashboard's live updates (migration 000013).
+LISTEN leasehold_events;
+
 -- name: ListenReaper :exec
 LISTEN leasehold_reaper;
 

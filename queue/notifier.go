@@ -24,6 +24,8 @@ type JobNotifier struct {
 	mu     sync.Mutex
 	next   *notification
 	latest uint64 // seq of the last notification published
+	// changes, when set, hears every change the database announces.
+	changes func(Change)
 }
 
 // notification is one link of a chain: done is closed when it arrives,
@@ -62,6 +64,13 @@ func (n *JobNotifier) Run(ctx context.Context) {
 	}
 }
 
+// WatchChanges makes the notifier also hear what changed for the
+// dashboard (jobs, their progress and artifacts, workers' presence) on
+// the same connection, and call fn with each change, and with
+// ChangesMissed after every (re)connection. fn runs on the listener's
+// goroutine: it must not block. Call it before Run.
+func (n *JobNotifier) WatchChanges(fn func(Change)) { n.changes = fn }
+
 func (n *JobNotifier) session(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
 	if err != nil {
@@ -71,11 +80,29 @@ func (n *JobNotifier) session(ctx context.Context) error {
 	if err := db.New(conn).ListenJobs(ctx); err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	if n.changes != nil {
+		if err := db.New(conn).ListenChanges(ctx); err != nil {
+			return fmt.Errorf("listening for changes: %w", err)
+		}
+		n.changes(Change{Kind: ChangesMissed})
+	}
 	n.publish("")
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return fmt.Errorf("waiting for jobs: %w", err)
+		}
+		if msg.Channel == changesChannel {
+			if n.changes == nil {
+				continue
+			}
+			ch, err := parseChange(msg.Payload)
+			if err != nil {
+				n.logger.Warn("ignoring a change notification", "err", err)
+				continue
+			}
+			n.changes(ch)
+			continue
 		}
 		n.publish(msg.Payload)
 	}

@@ -128,3 +128,31 @@
     }
   });
 })();
+
+// Live updates: a live part refreshes when the page's event stream
+// (GET /events, through htmx's sse extension on <main>) names one of its
+// events (hx-trigger="sse:jobs, sse:reset"). A browser without
+// EventSource polls instead, at the interval in data-poll. This runs
+// before htmx first processes the page (deferred scripts run before
+// DOMContentLoaded), and again on each part a refresh brings in.
+(function () {
+  "use strict";
+  if (window.EventSource) return;
+  function poll(root) {
+    if (!root || !root.querySelectorAll) return;
+    var els = Array.prototype.slice.call(root.querySelectorAll("[data-poll], [sse-connect]"));
+    if (root.matches && root.matches("[data-poll], [sse-connect]")) els.push(root);
+    els.forEach(function (el) {
+      if (el.hasAttribute("sse-connect")) {
+        el.removeAttribute("sse-connect");
+        el.removeAttribute("hx-ext");
+      }
+      if (el.hasAttribute("data-poll")) {
+        el.setAttribute("hx-trigger", el.getAttribute("data-poll"));
+        el.removeAttribute("data-poll");
+      }
+    });
+  }
+  poll(document);
+  document.addEventListener("htmx:beforeProcessNode", function (ev) { poll(ev.target); });
+})();

@@ -21,6 +21,7 @@ func (s *server) deadPage(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
+	live := s.liveURL(0) // before reading: what changes after the read is replayed
 	v := templates.DeadView{Cursor: q.cursor, Total: counts.Jobs[queue.StateDead], Notices: listFlashNotices(c)}
 	for _, p := range q.problems {
 		v.Notices = append(v.Notices, templates.ListNotice{Kind: "error", Text: p})
@@ -69,5 +70,6 @@ func (s *server) deadPage(c echo.Context) error {
 	if q.cursor > 0 {
 		v.FirstURL = "/dead"
 	}
+	v.Pushed, v.LiveURL, page.Live = live != "", listURL("/dead", templates.ListFilter{}, q.cursor, nil), live
 	return render(c, http.StatusOK, templates.Dead(page, v))
 }

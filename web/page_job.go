@@ -59,6 +59,7 @@ func (s *server) jobPageAction(c echo.Context, act func(context.Context, int64, 
 }
 
 func (s *server) renderJobPage(c echo.Context, status int, id int64, notice string) error {
+	live := s.liveURL(id) // before reading: what changes after the read is replayed
 	d, err := s.queue.Detail(c.Request().Context(), id)
 	if errors.Is(err, queue.ErrNotFound) {
 		return s.jobPageMissing(c, id)
@@ -77,7 +78,11 @@ func (s *server) renderJobPage(c echo.Context, status int, id int64, notice stri
 		return err
 	}
 	title := fmt.Sprintf("%s · #%d %s", v.Heading(), id, v.State)
-	return render(c, status, templates.JobPage(s.page(c, title, "jobs"), v))
+	page := s.page(c, title, "jobs")
+	if v.Live() {
+		v.Pushed, page.Live = live != "", live
+	}
+	return render(c, status, templates.JobPage(page, v))
 }
 
 // jobPageID reads the job number of a page's URL. When it is not one, it

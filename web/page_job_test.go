@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
@@ -70,8 +73,16 @@ func TestJobPageShowsARunningJobLive(t *testing.T) {
 		t.Errorf("lease owner %q", got)
 	}
 	live := d.One(t, "job-live")
-	if htmltest.Attr(live, "hx-trigger") != "every 2s" || htmltest.Attr(live, "hx-get") != jobPagePath(j.ID) || htmltest.Attr(live, "hx-select") != "#job-live" {
-		t.Errorf("live part does not poll: %v", live.Attr)
+	// It refreshes when its event stream says the job changed, and polls
+	// only in a browser without EventSource (app.js reads data-poll).
+	if htmltest.Attr(live, "hx-trigger") != "sse:job, sse:reset" || htmltest.Attr(live, "data-poll") != "every 2s" ||
+		htmltest.Attr(live, "hx-get") != jobPagePath(j.ID) || htmltest.Attr(live, "hx-select") != "#job-live" {
+		t.Errorf("live part is not refreshed by the stream: %v", live.Attr)
+	}
+	source := htmltest.Find(d.Root, func(n *html.Node) bool { return htmltest.HasAttr(n, "sse-connect") })
+	if len(source) != 1 || source[0].Data != "main" || htmltest.Attr(source[0], "hx-ext") != "sse" ||
+		!regexp.MustCompile(`^/events\?last_event_id=[0-9a-f]+-[0-9]+&job=`+strconv.FormatInt(j.ID, 10)+`$`).MatchString(htmltest.Attr(source[0], "sse-connect")) {
+		t.Errorf("event stream of the page: %v", source)
 	}
 	att := d.One(t, "attempt")
 	if htmltest.Attr(att, "data-attempt") != "1" || !strings.Contains(htmltest.Text(att), "running") ||

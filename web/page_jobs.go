@@ -22,6 +22,7 @@ const maxPageBulkIDs = 500
 // one keyset page at a time. The newest page polls itself for its table.
 func (s *server) jobsPage(c echo.Context) error {
 	q := parseListQuery(c, true)
+	live := s.liveURL(0) // before reading: what changes after the read is replayed
 	v := templates.JobsView{
 		Filter: q.filter, States: listStateNames(), FieldErrors: q.fieldErrors, Cursor: q.cursor,
 		Notices: listFlashNotices(c),
@@ -56,6 +57,7 @@ func (s *server) jobsPage(c echo.Context) error {
 		// Only the newest page refreshes itself: an older one would shift
 		// under the reader as new jobs arrive.
 		v.LiveURL = listURL("/jobs", q.filter, 0, nil)
+		v.Pushed, page.Live = live != "", live
 	}
 	return render(c, http.StatusOK, templates.Jobs(page, v))
 }

@@ -16,9 +16,11 @@ const overviewDeadLetters = 5
 
 // overviewPage is GET /: jobs per state from the maintained counters
 // (never a count over jobs), the latest dead letters and the workers
-// online. It polls itself (see templates.OverviewLive).
+// online. It refreshes itself when told by its event stream, or polls
+// (see templates.OverviewLive).
 func (s *server) overviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
+	live := s.liveURL(0) // before reading: what changes after the read is replayed
 	counts, err := s.queue.Counts(ctx)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
@@ -55,5 +57,7 @@ func (s *server) overviewPage(c echo.Context) error {
 	for i, w := range workers {
 		v.Workers[i] = templates.OverviewWorker{ID: w.ID, Device: listDeref(w.Device), Running: w.Running, LastSeen: w.LastSeen}
 	}
-	return render(c, http.StatusOK, templates.Overview(s.page(c, "Overview", "overview"), v))
+	page := s.page(c, "Overview", "overview")
+	v.Pushed, page.Live = live != "", live
+	return render(c, http.StatusOK, templates.Overview(page, v))
 }

@@ -50,9 +50,11 @@ func TestOverviewPage(t *testing.T) {
 		t.Error("empty state with jobs")
 	}
 
-	// The live region polls for itself.
+	// The live region refreshes when the event stream says jobs or
+	// workers changed (polling only without EventSource).
 	live := d.One(t, "overview-live")
-	if htmltest.Attr(live, "hx-get") != "/" || htmltest.Attr(live, "hx-trigger") != "every 3s" {
+	if htmltest.Attr(live, "hx-get") != "/" || htmltest.Attr(live, "hx-trigger") != "sse:jobs, sse:workers, sse:reset" ||
+		htmltest.Attr(live, "data-poll") != "every 3s" {
 		t.Errorf("live region %v", live.Attr)
 	}
 	f.listsInsert(t, "report", "default", "")

@@ -19,6 +19,7 @@ import (
 // poll keeps the live part of the page.
 func (s *server) workersPage(c echo.Context) error {
 	ctx := c.Request().Context()
+	live := s.liveURL(0) // before reading: what changes after the read is replayed
 	workers, err := s.queue.WorkerStatuses(ctx, workersPageWindow, workerOnlineWindow, workerOutcomes)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
@@ -62,7 +63,9 @@ func (s *server) workersPage(c echo.Context) error {
 		}
 		v.Rows[i] = r
 	}
-	return render(c, http.StatusOK, templates.Workers(s.page(c, "Workers", "workers"), v))
+	page := s.page(c, "Workers", "workers")
+	v.Pushed, page.Live = live != "", live
+	return render(c, http.StatusOK, templates.Workers(page, v))
 }
 
 // deviceString is the string fact key of device info, "" if absent.

@@ -23,6 +23,7 @@ func (s *server) page(c echo.Context, title, nav string) templates.Page {
 	return templates.Page{
 		Title: title, Nav: nav, User: sess.Username, CSRF: sess.CSRFToken,
 		CSS: static.URL("app.css"), JS: static.URL("app.js"), HTMX: static.URL("htmx.min.js"),
+		SSE: static.URL("htmx-ext-sse.min.js"),
 		Now: time.Now(),
 	}
 }

@@ -81,4 +81,6 @@ func (s *server) routes(e *echo.Echo) {
 	s.schedulePages(pages, page...)
 	// Queues: pause, resume, cap.
 	s.queuePages(pages, page...)
+	// What changed, pushed to the pages above (Server-Sent Events).
+	pages.GET("/events", s.events, page...)
 }

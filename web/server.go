@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -38,6 +39,13 @@ type Config struct {
 	Jobs *queue.JobNotifier
 	// Auth signs people in to the dashboard.
 	Auth *auth.Service
+	// Live, when set, serves GET /events and makes pages update from it;
+	// feed it from Jobs (queue.JobNotifier.WatchChanges). Without it pages
+	// poll.
+	Live *live.Hub
+	// EventsKeepAlive is how often an idle event stream sends a comment,
+	// so that proxies keep it open (default 20 s).
+	EventsKeepAlive time.Duration
 	// ReadTimeout bounds how long a request may take to send its body
 	// (default 20 s); UploadReadTimeout, an artifact upload's (default
 	// 10 min). Once a body is read the handler may take as long as it
@@ -60,6 +68,9 @@ type server struct {
 	claims       *queue.ClaimGate
 	auth         *auth.Service
 	artifacts    *artifact.Store
+	live         *live.Hub
+	// eventsKeepAlive is Config.EventsKeepAlive.
+	eventsKeepAlive time.Duration
 	// readTimeout and uploadReadTimeout bound how long a body may take.
 	readTimeout, uploadReadTimeout time.Duration
 	// versionCheck lets one schema-version check run at a time: the check
@@ -80,7 +91,10 @@ func New(cfg Config) *echo.Echo {
 		jobs:         cfg.Jobs,
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
+		live:         cfg.Live,
 		versionCheck: make(chan struct{}, 1),
+
+		eventsKeepAlive: cmp.Or(cfg.EventsKeepAlive, eventsKeepAlive),
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
 )
@@ -29,6 +30,7 @@ type fixture struct {
 	tokens  *apitoken.Store
 	auth    *auth.Service
 	metrics *web.Metrics
+	hub     *live.Hub
 	srv     *httptest.Server
 	logs    *syncBuffer
 	// admin and worker are secrets of tokens named "admin" and "worker".
@@ -38,6 +40,11 @@ type fixture struct {
 type setupOpts struct {
 	artifactsDir string // default: a fresh temporary directory
 	readTimeout  time.Duration
+	keepAlive    time.Duration // of event streams
+	coalesce     time.Duration // of events (live.Config.Coalesce)
+	maxStreams   int           // live.Config.MaxStreams
+	// server, when set, adjusts the HTTP server before it starts.
+	server func(*http.Server)
 }
 
 func setup(t *testing.T, opts ...setupOpts) *fixture {
@@ -60,13 +67,21 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	}
 	f.metrics = web.NewMetrics(f.queue)
 	jobs := queue.NewJobNotifier(pool, logger)
+	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce, MaxStreams: o.maxStreams})
+	jobs.WatchChanges(f.hub.Notify) // as cmd/server does
 	go jobs.Run(ctx)
-	f.srv = httptest.NewServer(web.New(web.Config{
+	f.srv = httptest.NewUnstartedServer(web.New(web.Config{
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
-		ReadTimeout: o.readTimeout,
+		ReadTimeout: o.readTimeout, Live: f.hub, EventsKeepAlive: o.keepAlive,
 	}))
+	if o.server != nil {
+		o.server(f.srv.Config)
+	}
+	f.srv.Config.RegisterOnShutdown(f.hub.Close)
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(f.hub.Close) // Close waits for open streams, which end only when told
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", logs.String())

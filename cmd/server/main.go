@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
+	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
 )
@@ -141,17 +142,25 @@ func serve(args []string) error {
 	metrics.ObserveRole("pruner", pruner.Active)
 	metrics.ObserveRole("scheduler", scheduler.Active)
 
+	// One LISTEN connection serves the remote workers' long polls and
+	// every open dashboard's live updates.
 	jobs := queue.NewJobNotifier(pool, logger)
+	// Open dashboards may hold at most a quarter of the connections, so
+	// that they never crowd out workers and page loads.
+	hub := live.NewHub(live.Config{MaxStreams: max(1, min(1000, *maxConns/4))})
+	jobs.WatchChanges(hub.Notify)
 	go jobs.Run(ctx)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies,
+		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
 	})
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	// Shutdown waits for requests to end; event streams end only when told.
+	srv.RegisterOnShutdown(hub.Close)
 	ln, err := listen(*addr, *maxConns)
 	if err != nil {
 		return err
