@@ -133,11 +133,11 @@ func TestChangeNotificationsActivityAndPresence(t *testing.T) {
 	}
 
 	for range 2 {
-		if err := f.client.WorkerSeen(f.ctx, "phone-1", []string{"pixel7"}, []string{"act"}); err != nil {
+		if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "phone-1", Devices: []string{"pixel7"}, Queues: []string{"act"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.client.WorkerSeen(f.ctx, "phone-1", []string{"pixel8"}, []string{"act"}); err != nil {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "phone-1", Devices: []string{"pixel8"}, Queues: []string{"act"}}); err != nil {
 		t.Fatal(err)
 	}
 	var raw []string

@@ -200,7 +200,7 @@ func TestEventsStreamHeadersAndChanges(t *testing.T) {
 		ev := s.next(t, 2*time.Second, false)
 		got[ev.Name] = got[ev.Name] || ev.Name == "dead" || strings.Contains(ev.Data, `"states":["dead","running"]`)
 	}
-	if err := f.queue.WorkerSeen(f.ctx, "phone-1", nil, []string{"live"}); err != nil {
+	if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: "phone-1", Queues: []string{"live"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitFor(t, 2*time.Second, "workers", "")
