@@ -39,6 +39,32 @@ func (q *Queries) ListenReaper(ctx context.Context) error {
 	return err
 }
 
+const liveUnwatch = `-- name: LiveUnwatch :exec
+DELETE FROM live_watchers WHERE server = $1
+`
+
+func (q *Queries) LiveUnwatch(ctx context.Context, server string) error {
+	_, err := q.db.Exec(ctx, liveUnwatch, server)
+	return err
+}
+
+const liveWatch = `-- name: LiveWatch :exec
+INSERT INTO live_watchers (server, until) VALUES ($1, now() + ($2::bigint) * interval '1 millisecond')
+ON CONFLICT (server) DO UPDATE SET until = EXCLUDED.until
+`
+
+type LiveWatchParams struct {
+	Server string
+	TtlMs  int64
+}
+
+// This server has open event streams: the live triggers notify (migration
+// 13) until the row's time runs out or it is removed.
+func (q *Queries) LiveWatch(ctx context.Context, arg LiveWatchParams) error {
+	_, err := q.db.Exec(ctx, liveWatch, arg.Server, arg.TtlMs)
+	return err
+}
+
 const ping = `-- name: Ping :one
 SELECT 1::integer AS ok
 `

@@ -9,10 +9,12 @@ package live
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +58,10 @@ type Config struct {
 	WorkerOnline time.Duration
 	// MaxStreams bounds the streams open at once (default 1000).
 	MaxStreams int
+	// WatchRenew is how often KeepWatched renews the server's watch while
+	// streams are open, and notices that none are (default 20 s; a watch
+	// lasts three times that).
+	WatchRenew time.Duration
 }
 
 // Errors of Subscribe.
@@ -107,6 +113,7 @@ type Hub struct {
 	held    map[string]*pending    // name → what waits for its coalescing window
 	last    map[string]time.Time   // name → when its last event went out
 	online  map[string]*time.Timer // worker → when to announce it silent
+	opened  chan struct{}          // a stream opened while none was
 }
 
 // maxTrackedWorkers bounds the workers whose silence is timed.
@@ -119,12 +126,63 @@ func NewHub(cfg Config) *Hub {
 	cfg.Coalesce = cmp.Or(cfg.Coalesce, 250*time.Millisecond)
 	cfg.WorkerOnline = cmp.Or(cfg.WorkerOnline, time.Minute+time.Second)
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, 1000)
+	cfg.WatchRenew = cmp.Or(cfg.WatchRenew, 20*time.Second)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Hub{
 		cfg: cfg, boot: hex.EncodeToString(b[:]),
 		streams: map[*Stream]struct{}{}, held: map[string]*pending{}, last: map[string]time.Time{},
-		online: map[string]*time.Timer{},
+		online: map[string]*time.Timer{}, opened: make(chan struct{}, 1),
+	}
+}
+
+// Watcher tells the database whether this server has open streams: the
+// database's change notifications are sent only while some server does
+// (migration 13's live_watchers).
+type Watcher interface {
+	Watch(ctx context.Context, server string, ttl time.Duration) error
+	Unwatch(ctx context.Context, server string) error
+}
+
+// KeepWatched keeps this server's watch while it has streams, until ctx
+// ends: renewed every WatchRenew and lasting three times that, so that a
+// server that dies stops the notifications within a minute. When a watch begins, every stream gets a reset: what changed
+// before it went unannounced, so the pages reload their live parts.
+func (h *Hub) KeepWatched(ctx context.Context, w Watcher, log *slog.Logger) {
+	watching := false
+	defer func() {
+		if watching {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = w.Unwatch(ctx, h.boot)
+		}
+	}()
+	renew := time.NewTicker(h.cfg.WatchRenew)
+	defer renew.Stop()
+	for {
+		switch open := h.Streams() > 0; {
+		case open:
+			if err := w.Watch(ctx, h.boot, 3*h.cfg.WatchRenew); err != nil {
+				log.Warn("live updates: watching changes", "err", err)
+				break
+			}
+			if !watching {
+				watching = true
+				h.Notify(queue.Change{Kind: queue.ChangesMissed})
+			}
+		case watching:
+			if err := w.Unwatch(ctx, h.boot); err != nil {
+				log.Warn("live updates: unwatching changes", "err", err)
+				break
+			}
+			watching = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.opened:
+		case <-renew.C:
+		}
 	}
 }
 
@@ -306,6 +364,12 @@ func (h *Hub) Subscribe(lastID string, job int64) (s *Stream, replay []Event, er
 		replay = h.replay(s, lastID)
 	}
 	h.streams[s] = struct{}{}
+	if len(h.streams) == 1 {
+		select {
+		case h.opened <- struct{}{}:
+		default:
+		}
+	}
 	return s, replay, nil
 }
 

@@ -1,7 +1,9 @@
 package live_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -358,4 +360,79 @@ func TestHubConcurrent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	h.Close()
+}
+
+// watchLog records a hub's watch calls.
+type watchLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (w *watchLog) Watch(_ context.Context, server string, ttl time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, "watch "+ttl.String())
+	return nil
+}
+
+func (w *watchLog) Unwatch(_ context.Context, server string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, "unwatch")
+	return nil
+}
+
+func (w *watchLog) last() (string, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.calls) == 0 {
+		return "", 0
+	}
+	return w.calls[len(w.calls)-1], len(w.calls)
+}
+
+// The database announces changes only while this server has streams: the
+// first stream starts a watch at once (and a reset, since what changed
+// before it went unannounced), an open stream renews it, and once the
+// last one closed the watch ends.
+func TestKeepWatchedFollowsTheStreams(t *testing.T) {
+	h := live.NewHub(live.Config{Coalesce: -1, WatchRenew: 50 * time.Millisecond})
+	w := &watchLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.KeepWatched(ctx, w, slog.New(slog.DiscardHandler)); close(done) }()
+
+	time.Sleep(120 * time.Millisecond)
+	if call, _ := w.last(); call != "" {
+		t.Fatalf("without streams: %q, want no watch", call)
+	}
+	s, _, err := h.Subscribe("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-s.Events():
+		if ev.Name != live.EventReset {
+			t.Fatalf("first event %+v, want a reset", ev)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no reset after the watch began")
+	}
+	if call, _ := w.last(); call != "watch 150ms" {
+		t.Fatalf("after the first stream: %q, want a watch", call)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, n := w.last(); n < 3 {
+		t.Fatalf("%d calls while a stream was open, want the watch renewed", n)
+	}
+	s.Close()
+	deadline := time.Now().Add(time.Second)
+	for call, _ := w.last(); call != "unwatch"; call, _ = w.last() {
+		if time.Now().After(deadline) {
+			t.Fatalf("last call %q a second after the last stream closed, want unwatch", call)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }

@@ -7,3 +7,5 @@ DROP TRIGGER jobs_live_delete ON jobs;
 DROP TRIGGER jobs_live_update ON jobs;
 DROP TRIGGER jobs_live_insert ON jobs;
 DROP FUNCTION live_notify_jobs();
+DROP FUNCTION live_watched();
+DROP TABLE live_watchers;

@@ -49,3 +49,12 @@ LISTEN leasehold_reaper;
 -- name: Ping :one
 -- Readiness: the target database answers a query, not just the server.
 SELECT 1::integer AS ok;
+
+-- name: LiveWatch :exec
+-- This server has open event streams: the live triggers notify (migration
+-- 13) until the row's time runs out or it is removed.
+INSERT INTO live_watchers (server, until) VALUES (@server, now() + (@ttl_ms::bigint) * interval '1 millisecond')
+ON CONFLICT (server) DO UPDATE SET until = EXCLUDED.until;
+
+-- name: LiveUnwatch :exec
+DELETE FROM live_watchers WHERE server = @server;

@@ -1,8 +1,12 @@
 package queue
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/db"
 )
 
 // ChangeKind says what a Change is about.
@@ -61,4 +65,22 @@ func parseChange(payload string) (Change, error) {
 		return Change{}, fmt.Errorf("unknown change kind %.40q", p.K)
 	}
 	return Change{Kind: p.K, JobIDs: p.IDs, States: p.S, WorkerID: p.ID, WorkerChanged: p.C}, nil
+}
+
+// Watch tells the database that server has open event streams, for ttl:
+// until then the live triggers notify (without any watcher they send
+// nothing, so that a queue nobody looks at pays nothing for live updates).
+func (c *Client) Watch(ctx context.Context, server string, ttl time.Duration) error {
+	if err := c.q.LiveWatch(ctx, db.LiveWatchParams{Server: server, TtlMs: ttl.Milliseconds()}); err != nil {
+		return fmt.Errorf("watching changes: %w", err)
+	}
+	return nil
+}
+
+// Unwatch ends server's watch.
+func (c *Client) Unwatch(ctx context.Context, server string) error {
+	if err := c.q.LiveUnwatch(ctx, server); err != nil {
+		return fmt.Errorf("unwatching changes: %w", err)
+	}
+	return nil
 }

@@ -18,7 +18,17 @@ type changeListener struct {
 	conn *pgx.Conn
 }
 
+// listenChanges listens, and watches as a server with open streams does:
+// without a watcher the database announces nothing.
 func listenChanges(t *testing.T, f *fixture) *changeListener {
+	t.Helper()
+	if err := f.client.Watch(f.ctx, "test-server", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return listenOnly(t, f)
+}
+
+func listenOnly(t *testing.T, f *fixture) *changeListener {
 	t.Helper()
 	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
 	if err != nil {
@@ -53,6 +63,49 @@ func (l *changeListener) drain(t *testing.T, quiet time.Duration) []changePayloa
 			t.Fatalf("payload %q: %v", n.Payload, err)
 		}
 		out = append(out, p)
+	}
+}
+
+// While no server has open streams nothing is announced: a drain nobody
+// watches wakes no listener (each wake-up is a transaction of its own in
+// every listening session). A watch that runs out, or is removed, ends
+// the announcements.
+func TestChangeNotificationsOnlyWhileWatched(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	l := listenOnly(t, f)
+	changeEverything := func() {
+		t.Helper()
+		f.insert(t, jobOpts{})
+		job := f.claimOne(t, "w", time.Minute)
+		if _, err := f.client.Complete(f.ctx, leaseOf(job), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "w", Queues: []string{"default"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changeEverything()
+	if got := l.drain(t, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("unwatched: %+v, want no notification", got)
+	}
+	if err := f.client.Watch(f.ctx, "s1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	changeEverything()
+	if got := l.drain(t, 300*time.Millisecond); len(got) < 4 {
+		t.Fatalf("watched: %+v, want the insert, claim, completion and presence", got)
+	}
+	if err := f.client.Unwatch(f.ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.Watch(f.ctx, "s2", 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	changeEverything()
+	if got := l.drain(t, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("unwatched, and a watch run out: %+v, want no notification", got)
 	}
 }
 
@@ -162,6 +215,9 @@ func TestJobNotifierWatchesChanges(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	changes := make(chan queue.Change, 100)
+	if err := f.client.Watch(f.ctx, "test-server", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	n := queue.NewJobNotifier(f.pool, nil)
 	n.WatchChanges(func(c queue.Change) { changes <- c })
 	ctx, cancel := context.WithCancel(f.ctx)

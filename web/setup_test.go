@@ -70,6 +70,12 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce, MaxStreams: o.maxStreams})
 	jobs.WatchChanges(f.hub.Notify) // as cmd/server does
 	go jobs.Run(ctx)
+	// cmd/server keeps a watch while streams are open (live.Hub.KeepWatched);
+	// here the database announces changes from the start, so that a test's
+	// first write after opening a stream is never before the watch.
+	if err := f.queue.Watch(ctx, "web-test", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	f.srv = httptest.NewUnstartedServer(web.New(web.Config{
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,

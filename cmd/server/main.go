@@ -150,6 +150,8 @@ func serve(args []string) error {
 	hub := live.NewHub(live.Config{MaxStreams: max(1, min(1000, *maxConns/4))})
 	jobs.WatchChanges(hub.Notify)
 	go jobs.Run(ctx)
+	// The database sends changes only while some server has streams open.
+	go hub.KeepWatched(ctx, client, logger)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
 		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
