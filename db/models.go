@@ -234,6 +234,11 @@ type JobTimeline struct {
 	ID      int64
 }
 
+type LiveWatcher struct {
+	Server string
+	Until  time.Time
+}
+
 type LoginAddressFailure struct {
 	Address     netip.Prefix
 	WindowStart time.Time
