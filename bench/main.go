@@ -27,6 +27,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // The Leasehold drain reads the counters at most every maxPollWait, and
@@ -41,6 +43,9 @@ type bench struct {
 	tmp        string
 	statements bool
 	stops      []func()
+	// webhooks are the webhook events enabled (none when empty): the
+	// drain's transitions record them, and the idle server sends them.
+	webhooks []string
 }
 
 type result struct {
@@ -76,6 +81,7 @@ func run() error {
 		statements = flag.Bool("statements", false, "also print each statement's cost per job (needs pg_stat_statements in shared_preload_libraries)")
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
+		webhooks   = flag.String("webhooks", "", "enable these webhook events (comma-separated, e.g. job.dead or job.succeeded): the drain records them in the outbox (no sender runs), the idle server gets a webhook URL")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -108,6 +114,11 @@ func run() error {
 		}
 	}
 	b := &bench{admin: a, tmp: tmp, statements: *statements}
+	if *webhooks != "" {
+		if b.webhooks, err = queue.ParseWebhookEvents(*webhooks); err != nil {
+			return err
+		}
+	}
 	defer func() {
 		if *keep {
 			return
