@@ -228,6 +228,17 @@ func (q *Queries) WebhookPending(ctx context.Context) (int64, error) {
 	return pending, err
 }
 
+const webhookRelease = `-- name: WebhookRelease :exec
+UPDATE webhook_outbox SET next_at = now() WHERE id = $1::bigint
+`
+
+// An attempt cut short by shutdown: due again at once, for the next
+// sender, rather than after its hold.
+func (q *Queries) WebhookRelease(ctx context.Context, outboxID int64) error {
+	_, err := q.db.Exec(ctx, webhookRelease, outboxID)
+	return err
+}
+
 const webhookWorkerGet = `-- name: WebhookWorkerGet :one
 SELECT id, device, queues, started_at, last_seen FROM workers WHERE id = $1
 `

@@ -162,3 +162,64 @@ func TestWebhookTwoServersSendOnce(t *testing.T) {
 		t.Fatalf("the second server exited:\n%s", other.out.String())
 	}
 }
+
+// A server stopped by SIGTERM while a delivery waits for its answer hands
+// the event back: the next server sends it at once (not after the 30 s an
+// event is held), with the same id.
+func TestWebhookInFlightAtSIGTERMSentAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var calls atomic.Int32
+	hung := make(chan struct{})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var ids []string
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var ev struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(body, &ev)
+		if err := queue.VerifyWebhook(webhookSecret, r.Header.Get(queue.WebhookSignatureHeader), body, time.Now(), time.Minute); err != nil {
+			t.Errorf("delivery: %v", err)
+		}
+		mu.Lock()
+		ids = append(ids, ev.ID)
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			close(hung)
+			select { // the server gives up on it when it stops
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+	}))
+	defer hooks.Close()
+	defer close(release)
+	env := []string{"LEASEHOLD_WEBHOOK_URL=" + hooks.URL, "LEASEHOLD_WEBHOOK_SECRET=" + webhookSecret}
+	server := e.startServerWith(env...)
+	e.startWorker("hook-w", "--artifacts", e.artifacts)
+	e.submit(map[string]any{"app": "com.example.broken", "sim": map[string]any{"steps": 1, "step_ms": 10, "permanent": true}})
+	select {
+	case <-hung:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery")
+	}
+	server.signal(t, syscall.SIGTERM)
+	if err := server.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("server exit: %v\n%s", err, server.out.String())
+	}
+	restarted := time.Now()
+	e.startServerWith(env...)
+	e.eventually("delivered again", 25*time.Second, func() bool { return calls.Load() >= 2 })
+	if d := time.Since(restarted); d > 20*time.Second {
+		t.Fatalf("sent again %v after the restart: the event stayed held", d)
+	}
+	e.eventually("outbox empty", 10*time.Second, func() bool { return e.count("SELECT count(*) FROM webhook_outbox") == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 2 || ids[0] != ids[1] || ids[0] == "" {
+		t.Fatalf("event ids %q, want one id twice", ids)
+	}
+}

@@ -78,6 +78,11 @@ WITH p AS (
 )
 SELECT given_up FROM outcome;
 
+-- name: WebhookRelease :exec
+-- An attempt cut short by shutdown: due again at once, for the next
+-- sender, rather than after its hold.
+UPDATE webhook_outbox SET next_at = now() WHERE id = @outbox_id::bigint;
+
 -- name: WebhookPending :one
 -- Events waiting for delivery (metrics).
 SELECT count(*)::bigint AS pending FROM webhook_outbox;

@@ -229,7 +229,12 @@ func (s *WebhookSender) deliver(ctx context.Context, row db.WebhookClaimDueRow) 
 		log = log.With("job_id", *row.JobID)
 	}
 	if ctx.Err() != nil {
-		return ctx.Err() // shutting down: the event stays held, then due again
+		// Shutting down: due again at once, for whichever sender is next
+		// (a release that fails leaves it held until its hold ends).
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.q.WebhookRelease(rctx, row.ID)
+		return ctx.Err()
 	}
 	if sendErr == nil {
 		if err := s.q.WebhookDelivered(ctx, db.WebhookDeliveredParams{OutboxID: row.ID, Status: int32(status)}); err != nil {
