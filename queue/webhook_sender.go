@@ -186,6 +186,21 @@ func (s *WebhookSender) sleep(ctx context.Context, conn *pgx.Conn, wait time.Dur
 	case err != nil:
 		return fmt.Errorf("waiting for webhook events: %w", err)
 	}
+	// Every completion batch notifies: one look serves all those that
+	// came meanwhile (a steady stream of them gets a look every 10 ms).
+	for drainUntil := time.Now().Add(10 * time.Millisecond); time.Now().Before(drainUntil); {
+		dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		_, err := conn.WaitForNotification(dctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil
+		case err != nil:
+			return fmt.Errorf("waiting for webhook events: %w", err)
+		}
+	}
 	return nil
 }
 
