@@ -50,9 +50,8 @@ const (
 type WebhookSenderConfig struct {
 	Webhook WebhookConfig
 	Logger  *slog.Logger
-	// HTTPClient sends the requests; the default has a Timeout of 10 s and
-	// follows no redirects (a 3xx is a failed attempt).
-	HTTPClient *http.Client
+	// Timeout bounds one request, answer included (10 s).
+	Timeout time.Duration
 	// BaseDelay is the first retry's delay (2 s), doubling up to MaxDelay
 	// (10 min); an event is given up once its next try would come later
 	// than MaxAge (24 h) after it. Tests shorten them.
@@ -89,12 +88,11 @@ func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSende
 	cfg.MaxDelay = cmp.Or(cfg.MaxDelay, webhookMaxDelay)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, webhookMaxAge)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, webhookOfflineAfter)
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{
-			Timeout:       webhookTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+	cfg.Timeout = cmp.Or(cfg.Timeout, webhookTimeout)
+	// No redirects followed: a 3xx is a failed attempt.
+	hc := &http.Client{
+		Timeout:       cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &WebhookSender{pool: pool, client: NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg, http: hc}
 }
@@ -207,7 +205,8 @@ func (s *WebhookSender) sleep(ctx context.Context, conn *pgx.Conn, wait time.Dur
 // deliverDue sends every due event, a batch at a time.
 func (s *WebhookSender) deliverDue(ctx context.Context) error {
 	for {
-		rows, err := s.q.WebhookClaimDue(ctx, db.WebhookClaimDueParams{Max: webhookBatch, HoldMs: webhookHold.Milliseconds()})
+		hold := s.cfg.Timeout + webhookHold - webhookTimeout
+		rows, err := s.q.WebhookClaimDue(ctx, db.WebhookClaimDueParams{Max: webhookBatch, HoldMs: hold.Milliseconds()})
 		if err != nil {
 			return fmt.Errorf("claiming webhook events: %w", err)
 		}

@@ -530,3 +530,45 @@ func TestWebhookWorkerOffline(t *testing.T) {
 		t.Fatal("two goings offline share an event id")
 	}
 }
+
+// A receiver that does not answer in time fails the attempt, and one that
+// answers without end is read only so far.
+func TestWebhookRequestBounded(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 8)
+	var calls atomic.Int32
+	r := newReceiver(t, always(http.StatusOK))
+	r.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body) // then the server notices the client leave
+		if calls.Add(1) == 1 {
+			select { // does not answer in time
+			case <-req.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		chunk := []byte(strings.Repeat("x", 32<<10))
+		for req.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	var results []bool
+	var mu sync.Mutex
+	startSender(t, f, r, queue.WebhookSenderConfig{Timeout: 300 * time.Millisecond, BaseDelay: 50 * time.Millisecond,
+		OnDelivery: func(ok bool) { mu.Lock(); results = append(results, ok); mu.Unlock() }}, queue.WebhookJobDead)
+	job := f.killJob(t)
+	waitFor(t, "delivered", func() bool { return len(f.outbox(t)) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(results) != 2 || results[0] || !results[1] {
+		t.Fatalf("attempts %v, want a failure then a success", results)
+	}
+	evs := f.webhookEvents(t, job.ID)
+	if len(evs) != 2 || evs[0].Type != "webhook.failed" || !strings.Contains(string(evs[0].Detail), `"status": null`) ||
+		!strings.Contains(string(evs[0].Detail), "Timeout") || evs[1].Type != "webhook.delivered" {
+		t.Fatalf("timeline %+v", evs)
+	}
+}
