@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,9 +62,17 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 		go func() { exited <- cmd.Wait() }()
 		return cmd, exited, nil
 	}
-	server, serverExited, err := start("server", []string{
+	serverEnv := []string{
 		"DATABASE_URL=" + url, "LEASEHOLD_API_TOKEN=lh_bench_idle_token", "LEASEHOLD_ADMIN_PASSWORD=bench-idle-password",
-	}, "--addr", addr, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json")
+	}
+	if len(b.webhooks) > 0 {
+		// A receiver that takes everything; idle, nothing should reach it.
+		hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		defer hooks.Close()
+		serverEnv = append(serverEnv, "LEASEHOLD_WEBHOOK_URL="+hooks.URL, "LEASEHOLD_WEBHOOK_SECRET=bench-idle-webhook-secret",
+			"LEASEHOLD_WEBHOOK_EVENTS="+strings.Join(b.webhooks, ","))
+	}
+	server, serverExited, err := start("server", serverEnv, "--addr", addr, "--artifacts", filepath.Join(b.tmp, "artifacts"), "--log-format", "json")
 	if err != nil {
 		return err
 	}
@@ -102,6 +111,9 @@ func (b *bench) idleLeasehold(ctx context.Context, window time.Duration) error {
 	workerRSS, err := rssMiB(worker.Process.Pid)
 	if err != nil {
 		return err
+	}
+	if len(b.webhooks) > 0 {
+		fmt.Printf("(webhooks configured: %s)\n", strings.Join(b.webhooks, ","))
 	}
 	fmt.Printf("idle Leasehold server%s + 1 direct worker over %v: %d commits, %.2f transactions/s; RSS server %.1f MiB, worker %.1f MiB\n",
 		withSchedule, window, commits, float64(commits)/window.Seconds(), serverRSS, workerRSS)

@@ -67,6 +67,9 @@ func (b *bench) fillLeasehold(ctx context.Context, n int) (string, error) {
 		return "", err
 	}
 	client := queue.NewClient(pool, quiet)
+	if err := client.ConfigureWebhooks(ctx, b.webhooks); err != nil {
+		return "", err
+	}
 	for left := n; left > 0; {
 		batch := make([]queue.NewJob, min(left, queue.MaxBatch))
 		for i := range batch {

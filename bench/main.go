@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // The Leasehold drain reads the counters at most every maxPollWait, and
@@ -51,6 +53,9 @@ type bench struct {
 	maxRunning int
 	// workerArgs are more flags for the idle worker (-idle-worker-args).
 	workerArgs []string
+	// webhooks are the webhook events enabled (none when empty): the
+	// drain's transitions record them, and the idle server sends them.
+	webhooks []string
 }
 
 type result struct {
@@ -90,6 +95,7 @@ func run() error {
 		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
 		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
 		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
+		webhooks   = flag.String("webhooks", "", "enable these webhook events (comma-separated, e.g. job.dead or job.succeeded): the drain records them in the outbox (no sender runs), the idle server gets a webhook URL")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 	)
 	flag.Parse()
@@ -123,6 +129,11 @@ func run() error {
 	}
 	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning,
 		workerArgs: strings.Fields(*workerArgs), streams: *streams}
+	if *webhooks != "" {
+		if b.webhooks, err = queue.ParseWebhookEvents(*webhooks); err != nil {
+			return err
+		}
+	}
 	defer func() {
 		if *keep {
 			return

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type AttemptOutcome string
@@ -291,6 +293,32 @@ type User struct {
 	PasswordHash string
 	CreatedAt    time.Time
 	LastLoginAt  *time.Time
+}
+
+type WebhookOutbox struct {
+	ID         int64
+	EventID    pgtype.UUID
+	Type       string
+	JobID      *int64
+	WorkerID   *string
+	At         time.Time
+	Attempts   int32
+	NextAt     time.Time
+	Body       *string
+	LastStatus *int32
+	LastError  *string
+}
+
+type WebhookSetting struct {
+	OnlyRow            bool
+	Events             []string
+	WorkerOfflineSince *time.Time
+	UpdatedAt          time.Time
+}
+
+type WebhookWorkerOffline struct {
+	WorkerID string
+	LastSeen time.Time
 }
 
 type Worker struct {

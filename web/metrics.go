@@ -22,6 +22,7 @@ type Metrics struct {
 	registry     *prometheus.Registry
 	reclaimDelay prometheus.Histogram
 	reaped       *prometheus.CounterVec
+	webhooks     webhookMetrics
 }
 
 // NewMetrics registers Leasehold's metrics. Job counts and lifecycle totals
@@ -45,8 +46,10 @@ func NewMetrics(q *queue.Client) *Metrics {
 	for _, st := range []queue.State{queue.StatePending, queue.StateDead, queue.StateCancelled} {
 		m.reaped.WithLabelValues(string(st)) // present at 0 before the first reclaim
 	}
+	m.webhooks = newWebhookMetrics(q)
 	m.registry.MustRegister(
 		m.reclaimDelay, m.reaped, newCountsCollector(q),
+		m.webhooks.deliveries, m.webhooks.givenUp, m.webhooks.pending,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -84,12 +84,19 @@ func serve(args []string) error {
 	)
 	retention := queue.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
+	webhookURL := fs.String("webhook-url", "", "POST webhook events to this URL (needs --webhook-secret)")
+	webhookSecret := fs.String("webhook-secret", "", "HMAC-SHA256 key of the Leasehold-Signature header, at least 16 characters")
+	webhookEvents := fs.String("webhook-events", "", "comma-separated events to send: job.dead, job.failed, job.succeeded, worker.offline (default job.dead)")
 	var trustedProxies []netip.Prefix
 	fs.Func("trusted-proxies", "comma-separated IPs or CIDR ranges of reverse proxies whose X-Forwarded-For names the client (default: none)",
 		func(v string) (err error) { trustedProxies, err = web.ParseTrustedProxies(v); return err })
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
+		return err
+	}
+	webhooks, err := queue.ParseWebhookConfig(*webhookURL, *webhookSecret, *webhookEvents)
+	if err != nil {
 		return err
 	}
 	logger := cli.NewLogger(*logFormat, slog.LevelInfo)
@@ -130,6 +137,22 @@ func serve(args []string) error {
 	reaper := queue.NewReaper(pool, queue.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap})
 	reaperDone := make(chan struct{})
 	go func() { _ = reaper.Run(ctx); close(reaperDone) }()
+
+	// Every process records the events this server sends (none without
+	// a URL): replicas share one webhook configuration.
+	if err := client.ConfigureWebhooks(ctx, webhooks.Events); err != nil {
+		return err
+	}
+	senderDone := make(chan struct{})
+	if webhooks.Enabled() {
+		sender := queue.NewWebhookSender(pool, queue.WebhookSenderConfig{
+			Webhook: webhooks, Logger: logger, OnDelivery: metrics.ObserveWebhook, OnGiveUp: metrics.ObserveWebhookGivenUp,
+		})
+		go func() { _ = sender.Run(ctx); close(senderDone) }()
+		metrics.ObserveRole("webhooks", sender.Active)
+	} else {
+		close(senderDone)
+	}
 
 	pruner := queue.NewPruner(pool, queue.PrunerConfig{Retention: retention, Files: store, Logger: logger})
 	prunerDone := make(chan struct{})
@@ -188,6 +211,7 @@ func serve(args []string) error {
 	<-reaperDone
 	<-prunerDone
 	<-schedulerDone
+	<-senderDone
 	logger.Info("server stopped")
 	return nil
 }

@@ -1,0 +1,373 @@
+package queue
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/db"
+)
+
+// Webhook sender defaults.
+const (
+	webhookBaseDelay = 2 * time.Second
+	webhookMaxDelay  = 10 * time.Minute
+	webhookMaxAge    = 24 * time.Hour
+	webhookTimeout   = 10 * time.Second
+	// webhookHold is how long a claimed event stays held: longer than a
+	// request may take, so that a sender that dies mid-request leaves it
+	// due again soon after.
+	webhookHold = webhookTimeout + 20*time.Second
+	// webhookOfflineAfter is how long a worker goes unseen before it is
+	// announced offline (workers report every 10 s).
+	webhookOfflineAfter = 30 * time.Second
+	// webhookMaxSleep bounds the idle sender's sleep: a fallback for a
+	// notification lost while its listener reconnected. Notifications
+	// carry the work.
+	webhookMaxSleep = time.Minute
+	// webhookBatch bounds the events claimed and sent at once.
+	webhookBatch = 16
+	// webhookMaxResponse is how much of a receiver's answer is read.
+	webhookMaxResponse = 64 << 10
+)
+
+// WebhookSenderConfig configures a WebhookSender.
+type WebhookSenderConfig struct {
+	Webhook WebhookConfig
+	Logger  *slog.Logger
+	// Timeout bounds one request, answer included (10 s).
+	Timeout time.Duration
+	// BaseDelay is the first retry's delay (2 s), doubling up to MaxDelay
+	// (10 min); an event is given up once its next try would come later
+	// than MaxAge (24 h) after it. Tests shorten them.
+	BaseDelay, MaxDelay, MaxAge time.Duration
+	// OfflineAfter is how long a worker goes unseen before worker.offline
+	// (30 s).
+	OfflineAfter time.Duration
+	// OnDelivery is called after every attempt (metrics), OnGiveUp for
+	// every event given up.
+	OnDelivery func(ok bool)
+	OnGiveUp   func()
+}
+
+// WebhookSender delivers the outbox. Every server with a webhook URL runs
+// one; one is active (the "webhooks" leader role, see lead), so an event is
+// sent by one process at a time. The active one sleeps until the next
+// event is due, or a worker could go offline, by the database clock, and
+// is woken by the outbox trigger's NOTIFY.
+type WebhookSender struct {
+	pool   *pgxpool.Pool
+	client *Client
+	q      *db.Queries
+	cfg    WebhookSenderConfig
+	http   *http.Client
+	active atomic.Bool
+}
+
+// NewWebhookSender returns a sender for pool's database.
+func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSender {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.BaseDelay = cmp.Or(cfg.BaseDelay, webhookBaseDelay)
+	cfg.MaxDelay = cmp.Or(cfg.MaxDelay, webhookMaxDelay)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, webhookMaxAge)
+	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, webhookOfflineAfter)
+	cfg.Timeout = cmp.Or(cfg.Timeout, webhookTimeout)
+	// No redirects followed: a 3xx is a failed attempt.
+	hc := &http.Client{
+		Timeout:       cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &WebhookSender{pool: pool, client: NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg, http: hc}
+}
+
+// Active reports whether this sender holds the role now.
+func (s *WebhookSender) Active() bool { return s.active.Load() }
+
+// Run sends until ctx ends, reconnecting with backoff after errors.
+func (s *WebhookSender) Run(ctx context.Context) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := lead(ctx, s.pool, "webhooks", s.send)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.cfg.Logger.Warn("webhook sender session ended", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// send is the active sender.
+func (s *WebhookSender) send(ctx context.Context) error {
+	s.active.Store(true)
+	defer s.active.Store(false)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connecting webhook listener: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := db.New(conn).ListenWebhooks(ctx); err != nil {
+		return fmt.Errorf("listening for webhook events: %w", err)
+	}
+	s.cfg.Logger.Info("webhook sender active", "url", s.cfg.Webhook.URL, "events", s.cfg.Webhook.Events)
+	offline := slices.Contains(s.cfg.Webhook.Events, WebhookWorkerOffline)
+	for {
+		if offline {
+			if _, err := s.q.WebhookWorkersOffline(ctx, s.cfg.OfflineAfter.Milliseconds()); err != nil {
+				return fmt.Errorf("looking for workers gone offline: %w", err)
+			}
+		}
+		if err := s.deliverDue(ctx); err != nil {
+			return err
+		}
+		ms, err := s.q.WebhookNextDue(ctx)
+		if err != nil {
+			return fmt.Errorf("reading next webhook due: %w", err)
+		}
+		wait := waitMs(ms)
+		if offline {
+			ms, err := s.q.WebhookNextOffline(ctx, s.cfg.OfflineAfter.Milliseconds())
+			if err != nil {
+				return fmt.Errorf("reading next worker offline: %w", err)
+			}
+			// A millisecond late, so that the worker is surely past it; and
+			// at least every OfflineAfter, since a worker that comes back
+			// sends no notification.
+			wait = min(wait, waitMs(ms)+time.Millisecond, s.cfg.OfflineAfter)
+		}
+		if err := s.sleep(ctx, conn, max(wait, time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+// waitMs turns a wait the database computed into a duration, at most
+// webhookMaxSleep.
+func waitMs(ms float64) time.Duration {
+	if math.IsInf(ms, 1) || ms > float64(webhookMaxSleep/time.Millisecond) {
+		return webhookMaxSleep
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// sleep waits for wait or a notification.
+func (s *WebhookSender) sleep(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	_, err := conn.WaitForNotification(wctx)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil
+	case err != nil:
+		return fmt.Errorf("waiting for webhook events: %w", err)
+	}
+	// Every completion batch notifies: one look serves all those that
+	// came meanwhile (a steady stream of them gets a look every 10 ms).
+	for drainUntil := time.Now().Add(10 * time.Millisecond); time.Now().Before(drainUntil); {
+		dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		_, err := conn.WaitForNotification(dctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil
+		case err != nil:
+			return fmt.Errorf("waiting for webhook events: %w", err)
+		}
+	}
+	return nil
+}
+
+// deliverDue sends every due event, a batch at a time.
+func (s *WebhookSender) deliverDue(ctx context.Context) error {
+	for {
+		hold := s.cfg.Timeout + webhookHold - webhookTimeout
+		rows, err := s.q.WebhookClaimDue(ctx, db.WebhookClaimDueParams{Max: webhookBatch, HoldMs: hold.Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("claiming webhook events: %w", err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(rows))
+		for i, row := range rows {
+			wg.Go(func() { errs[i] = s.deliver(ctx, row) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		if len(rows) < webhookBatch {
+			return nil
+		}
+	}
+}
+
+// deliver makes one attempt and records its outcome; an error means the
+// outcome could not be recorded (the event is held, and due again later).
+func (s *WebhookSender) deliver(ctx context.Context, row db.WebhookClaimDueRow) error {
+	var body []byte
+	if row.Body != nil {
+		body = []byte(*row.Body)
+	} else {
+		var err error
+		if body, err = s.render(ctx, row); err != nil {
+			return err
+		}
+	}
+	status, sendErr := s.post(ctx, row, body)
+	log := s.cfg.Logger.With("event_id", row.EventID, "event", row.Type, "attempt", row.Attempts)
+	if row.JobID != nil {
+		log = log.With("job_id", *row.JobID)
+	}
+	if ctx.Err() != nil {
+		// Shutting down: due again at once, for whichever sender is next
+		// (a release that fails leaves it held until its hold ends).
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.q.WebhookRelease(rctx, row.ID)
+		return ctx.Err()
+	}
+	if sendErr == nil {
+		if err := s.q.WebhookDelivered(ctx, db.WebhookDeliveredParams{OutboxID: row.ID, Status: int32(status)}); err != nil {
+			return fmt.Errorf("recording webhook delivered: %w", err)
+		}
+		log.Info("webhook delivered", "status", status)
+		if s.cfg.OnDelivery != nil {
+			s.cfg.OnDelivery(true)
+		}
+		return nil
+	}
+	var st *int32
+	if status != 0 {
+		st = ptr(int32(status))
+	}
+	delay := webhookBackoff(row.Attempts, s.cfg.BaseDelay, s.cfg.MaxDelay)
+	givenUp, err := s.q.WebhookFailed(ctx, db.WebhookFailedParams{
+		OutboxID: row.ID, DelayMs: delay.Milliseconds(), MaxAgeMs: s.cfg.MaxAge.Milliseconds(),
+		SentBody: string(body), Status: st, Error: cleanText(sendErr.Error(), 1000),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("recording webhook failure: %w", err)
+	}
+	if s.cfg.OnDelivery != nil {
+		s.cfg.OnDelivery(false)
+	}
+	if givenUp {
+		log.Warn("webhook given up", "err", sendErr, "age", time.Since(row.At).Round(time.Second))
+		if s.cfg.OnGiveUp != nil {
+			s.cfg.OnGiveUp()
+		}
+		return nil
+	}
+	log.Warn("webhook failed", "err", sendErr, "retry_in", delay)
+	return nil
+}
+
+// webhookBackoff is the delay after the n-th failed attempt:
+// base·2^(n-1), at most max.
+func webhookBackoff(n int32, base, maxDelay time.Duration) time.Duration {
+	d := base
+	for i := int32(1); i < n && d < maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxDelay)
+}
+
+// webhookEvent is a delivery's body.
+type webhookEvent struct {
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	At     time.Time       `json:"at"`
+	Job    json.RawMessage `json:"job,omitempty"`
+	Worker *WebhookWorker  `json:"worker,omitempty"`
+}
+
+// WebhookWorker is a worker.offline event's worker.
+type WebhookWorker struct {
+	ID        string    `json:"id"`
+	Device    *string   `json:"device"`
+	Queues    []string  `json:"queues"`
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// render builds an event's body: the job as the API shows it (as it is
+// at the first attempt; every later attempt sends the same body), or the
+// worker. A job deleted meanwhile is sent as its id alone.
+func (s *WebhookSender) render(ctx context.Context, row db.WebhookClaimDueRow) ([]byte, error) {
+	ev := webhookEvent{ID: row.EventID, Type: row.Type, At: row.At}
+	switch {
+	case row.JobID != nil:
+		job, err := s.client.Get(ctx, *row.JobID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			ev.Job = json.RawMessage(`{"id":` + strconv.FormatInt(*row.JobID, 10) + `}`)
+		case err != nil:
+			return nil, fmt.Errorf("reading the job of a webhook event: %w", err)
+		default:
+			if ev.Job, err = json.Marshal(job); err != nil {
+				return nil, fmt.Errorf("encoding job: %w", err)
+			}
+		}
+	case row.WorkerID != nil:
+		ev.Worker = &WebhookWorker{ID: *row.WorkerID, Queues: []string{}}
+		w, err := s.q.WebhookWorkerGet(ctx, *row.WorkerID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("reading the worker of a webhook event: %w", err)
+		}
+		if err == nil {
+			ev.Worker = &WebhookWorker{ID: w.ID, Device: w.Device, Queues: w.Queues, StartedAt: w.StartedAt, LastSeen: w.LastSeen}
+		}
+	}
+	return json.Marshal(ev)
+}
+
+// post sends one attempt. A 2xx is success; anything else, a network
+// error or a timeout is a failed attempt (status 0 when no answer came).
+func (s *WebhookSender) post(ctx context.Context, row db.WebhookClaimDueRow, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.Webhook.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Leasehold-Webhooks/1")
+	req.Header.Set("Leasehold-Event-Id", row.EventID)
+	req.Header.Set("Leasehold-Event-Type", row.Type)
+	req.Header.Set(WebhookSignatureHeader, SignWebhook(s.cfg.Webhook.Secret, time.Now(), body))
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhookMaxResponse))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
