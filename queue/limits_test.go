@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -329,7 +330,7 @@ func TestLimitedJobsDoNotHoldBackTheOthers(t *testing.T) {
 	batch := f.claim(t, "b", 60, queues...)
 	all := counts(append(batch, first...))
 	want := map[string]int{"key:k": 1, "capped": 1, "key:other": 1, "default": 60}
-	if len(batch) != 60 || !mapsEqual(all, want) {
+	if len(batch) != 60 || !maps.Equal(all, want) {
 		t.Fatalf("claims took %v (batch of %d), want %v", all, len(batch), want)
 	}
 	// The rest of the free jobs, though the limited ones still wait.
@@ -339,18 +340,6 @@ func TestLimitedJobsDoNotHoldBackTheOthers(t *testing.T) {
 		t.Fatalf("last claim took %d jobs, want the 40 free ones left", len(rest))
 	}
 	t.Logf("last claim %v", time.Since(start))
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestEveryEndOfAKeyedAttemptFreesItsKey(t *testing.T) {

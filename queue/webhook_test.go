@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -418,23 +419,11 @@ func TestWebhookEventsNotEnabledWriteNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			run(t)
-			if got := f.outbox(t); !mapsEqual(got, tc.want) {
+			if got := f.outbox(t); !maps.Equal(got, tc.want) {
 				t.Fatalf("outbox %v, want %v", got, tc.want)
 			}
 		})
 	}
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Two servers run a sender each: one is active, and every event is
@@ -493,19 +482,19 @@ func TestWebhookWorkerOffline(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 8)
 	r := newReceiver(t, always(http.StatusOK))
-	if err := f.client.WorkerSeen(f.ctx, "gone-before", nil, []string{"default"}); err != nil {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "gone-before", Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.pool.Exec(f.ctx, `UPDATE workers SET last_seen = now() - interval '1 hour'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.client.WorkerSeen(f.ctx, "pixel7", []string{"pixel7"}, []string{"default"}); err != nil {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "pixel7", Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	startSender(t, f, r, queue.WebhookSenderConfig{OfflineAfter: 300 * time.Millisecond}, queue.WebhookWorkerOffline)
 	waitFor(t, "offline announced", func() bool { return len(r.deliveries()) == 1 })
 	time.Sleep(600 * time.Millisecond)
-	if err := f.client.WorkerSeen(f.ctx, "pixel7", []string{"pixel7"}, []string{"default"}); err != nil {
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "pixel7", Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "offline announced again", func() bool { return len(r.deliveries()) == 2 })
