@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -28,6 +30,7 @@ func HashPassword(password string) (string, error) {
 		return "", fmt.Errorf("making salt: %w", err)
 	}
 	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	releaseHashMemory()
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, argonMemory, argonTime, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(key)), nil
@@ -61,7 +64,24 @@ func checkPassword(hash, password string) (bool, error) {
 		return false, errBadHash
 	}
 	got := argon2.IDKey([]byte(password), salt, iterations, memory, threads, uint32(len(want)))
+	releaseHashMemory()
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}
+
+// releasing is set while a release of hash memory runs.
+var releasing atomic.Bool
+
+// releaseHashMemory gives the memory of a hash back to the system now.
+// The runtime would return it only slowly: a server that one person
+// signed in to stayed at 42 MiB for minutes, against 20 MiB idle. One
+// release (a collection) runs at a time, beside the request.
+func releaseHashMemory() {
+	if releasing.CompareAndSwap(false, true) {
+		go func() {
+			defer releasing.Store(false)
+			debug.FreeOSMemory()
+		}()
+	}
 }
 
 // RandomPassword returns a password for the first admin, to be shown once.
