@@ -243,9 +243,17 @@ const webhookWorkerGet = `-- name: WebhookWorkerGet :one
 SELECT id, device, queues, started_at, last_seen FROM workers WHERE id = $1
 `
 
-func (q *Queries) WebhookWorkerGet(ctx context.Context, id string) (Worker, error) {
+type WebhookWorkerGetRow struct {
+	ID        string
+	Device    *string
+	Queues    []string
+	StartedAt time.Time
+	LastSeen  time.Time
+}
+
+func (q *Queries) WebhookWorkerGet(ctx context.Context, id string) (WebhookWorkerGetRow, error) {
 	row := q.db.QueryRow(ctx, webhookWorkerGet, id)
-	var i Worker
+	var i WebhookWorkerGetRow
 	err := row.Scan(
 		&i.ID,
 		&i.Device,
