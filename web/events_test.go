@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,7 +263,19 @@ func TestEventsOutliveServerDeadlines(t *testing.T) {
 	f := setup(t, setupOpts{keepAlive: time.Hour, server: func(s *http.Server) {
 		s.WriteTimeout, s.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond
 	}})
-	b := f.signIn(t, "alice")
+	// A session opened without POST /login: its argon2id hash can take
+	// longer than the 300 ms write deadline under -race on a busy machine.
+	if err := f.auth.SetPassword(f.ctx, "alice", testPassword); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := f.auth.SignIn(f.ctx, netip.MustParseAddr("127.0.0.1"), "alice", testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	base, _ := url.Parse(f.srv.URL)
+	jar.SetCookies(base, []*http.Cookie{{Name: "lh_session", Value: token, Path: "/"}})
+	b := &browser{f: f, client: &http.Client{Jar: jar}}
 	s := b.openEvents(t, "/events", nil)
 	time.Sleep(time.Second)
 	j := f.submit(t, `{"kind":"report"}`)
