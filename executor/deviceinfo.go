@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/shlex"
-
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -43,12 +41,9 @@ type DeviceInfo struct {
 // NewDeviceInfo returns a DeviceInfo running command, split like a shell
 // would (as --exec is). timeout 0 is DefaultDeviceInfoTimeout.
 func NewDeviceInfo(command string, timeout time.Duration, logger *slog.Logger) (*DeviceInfo, error) {
-	args, err := shlex.Split(command)
+	args, err := splitCommand("device-info", command)
 	if err != nil {
-		return nil, fmt.Errorf("splitting device-info command: %w", err)
-	}
-	if len(args) == 0 {
-		return nil, errors.New("device-info command is empty")
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = DefaultDeviceInfoTimeout

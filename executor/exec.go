@@ -60,12 +60,9 @@ type Exec struct {
 // is how long a stopped command may take to exit after SIGTERM (default
 // 10s).
 func NewExec(command string, grace time.Duration, logger *slog.Logger) (*Exec, error) {
-	args, err := shlex.Split(command)
+	args, err := splitCommand("exec", command)
 	if err != nil {
-		return nil, fmt.Errorf("splitting exec command: %w", err)
-	}
-	if len(args) == 0 {
-		return nil, errors.New("exec command is empty")
+		return nil, err
 	}
 	if grace <= 0 {
 		grace = execDefaultGrace
@@ -74,6 +71,19 @@ func NewExec(command string, grace time.Duration, logger *slog.Logger) (*Exec, e
 		logger = slog.Default()
 	}
 	return &Exec{args: args, grace: grace, log: logger}, nil
+}
+
+// splitCommand splits a --exec or --device-info command like a shell
+// would; what names it in errors.
+func splitCommand(what, command string) ([]string, error) {
+	args, err := shlex.Split(command)
+	if err != nil {
+		return nil, fmt.Errorf("splitting %s command: %w", what, err)
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("%s command is empty", what)
+	}
+	return args, nil
 }
 
 // Run implements worker.Executor: it runs the command once for job's
