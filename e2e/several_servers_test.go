@@ -200,11 +200,12 @@ func TestSeveralServersSchedulerAndReaperTakeOver(t *testing.T) {
 	e.eventually("the lease reclaimed", 10*time.Second, func() bool {
 		return e.count(`SELECT count(*) FROM jobs WHERE id = $1 AND state = 'pending' AND attempt = 1`, job.ID) == 1
 	})
-	var late time.Duration
+	var lateNs float64 // a float: pgx refuses to put 1.966e6 into an int64
 	if err := e.pool.QueryRow(e.ctx, `SELECT EXTRACT(EPOCH FROM ended_at - lease_until)::float8 * 1e9
-		FROM attempts WHERE job_id = $1 AND outcome = 'lease_expired'`, job.ID).Scan(&late); err != nil {
+		FROM attempts WHERE job_id = $1 AND outcome = 'lease_expired'`, job.ID).Scan(&lateNs); err != nil {
 		t.Fatal(err)
 	}
+	late := time.Duration(lateNs)
 	t.Logf("lease reclaimed %v past its deadline by the surviving server, its holder killed 200ms before", late.Round(time.Millisecond))
 	if late > time.Second || late < 0 {
 		t.Errorf("reclaimed %v past the deadline, want within a second", late)
