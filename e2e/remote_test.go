@@ -44,7 +44,9 @@ func TestRemoteWorkerRidesOutServerRestarts(t *testing.T) {
 	e := newEnv(t)
 	server := e.startServer()
 	token := e.workerToken("home-1")
-	w := e.startRemoteWorker("home-1", token, "--lease", "4s", "--heartbeat", "500ms")
+	// The first outage must stay shorter than the lease: a restart of the
+	// server took more than the 3 s a 4 s lease leaves under CI's load.
+	w := e.startRemoteWorker("home-1", token, "--lease", "8s", "--heartbeat", "500ms")
 
 	short := e.submit(map[string]any{"app": "com.example.short", "sim": map[string]any{"steps": 6, "step_ms": 500}})
 	e.eventually("the worker runs the job", 20*time.Second, func() bool {
