@@ -162,13 +162,16 @@ func (d *DeviceInfo) output(ctx context.Context) ([]byte, error) {
 		exited = false
 		d.log.Error("device-info command did not exit after SIGKILL", "pid", cmd.Process.Pid)
 	}
-	// A process that left the group may hold the pipes: close them.
-	execCloseAll(stdoutR, stderrR)
+	// Read stderr to its end before closing it, but only for so long: a
+	// process that left the group may hold the pipes open.
 	var tail []byte
 	select {
 	case tail = <-stderr:
 	case <-time.After(execDrainWait):
+		execCloseAll(stdoutR, stderrR)
+		tail = <-stderr
 	}
+	execCloseAll(stdoutR, stderrR)
 	switch {
 	case failure != nil:
 		return nil, failure
