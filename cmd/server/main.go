@@ -100,6 +100,7 @@ func serve(args []string) error {
 		return err
 	}
 	logger := cli.NewLogger(*logFormat, slog.LevelInfo)
+	defer cli.FlushLog(logger)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
@@ -259,6 +260,7 @@ func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func
 
 func withDatabase(fn func(context.Context, *pgxpool.Pool) error) error {
 	logger := cli.NewLogger("text", slog.LevelInfo)
+	defer cli.FlushLog(logger)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 	pool, closeDB, err := openDatabase(ctx, logger)

@@ -72,6 +72,7 @@ func run(args []string) error {
 		return err
 	}
 	logger := cli.NewLogger(*logFormat, logLevel)
+	defer cli.FlushLog(logger)
 
 	if *execCmd != "" && *execName != "exec" {
 		return fmt.Errorf("--exec is for --executor exec, not %s", *execName)

@@ -21,19 +21,25 @@ func SignalContext(logger *slog.Logger) (context.Context, func()) {
 		cancel()
 		sig = <-sigs
 		logger.Warn("second signal: exiting at once", "signal", sig.String())
+		FlushLog(logger)
 		os.Exit(1)
 	}()
 	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 // NewLogger returns a logger to stderr in format "text" or "json" that
-// writes records of level and above.
+// writes records of level and above. Lines below Warn may wait up to
+// logFlushEvery in a buffer: call FlushLog before exiting.
 func NewLogger(format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
+	w := newLogWriter(os.Stderr)
+	var h slog.Handler
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(flushingHandler{h, w})
 }
 
 // SplitList splits a comma-separated flag value, dropping empty parts.

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the flush timer's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestLogger(out *syncBuffer) *slog.Logger {
+	w := newLogWriter(out)
+	return slog.New(flushingHandler{slog.NewTextHandler(w, nil), w})
+}
+
+func TestLogLinesWaitAtMostAFlushInterval(t *testing.T) {
+	var out syncBuffer
+	logger := newTestLogger(&out)
+	logger.Info("first", "n", 1)
+	logger.With("job_id", 7).Info("second")
+	if got := out.String(); got != "" {
+		t.Fatalf("written before the flush: %q", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "second") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not written within 5s (flush every %v): %q", logFlushEvery, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := out.String(); strings.Index(got, "first") > strings.Index(got, "second") || !strings.Contains(got, "job_id=7") {
+		t.Errorf("lines out of order or changed: %q", got)
+	}
+	// And again after a flush: the next line schedules its own.
+	logger.Info("third")
+	for !strings.Contains(out.String(), "third") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a line after a flush was never written: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWarningsAreWrittenAtOnce(t *testing.T) {
+	var out syncBuffer
+	logger := newTestLogger(&out).With("worker", "w1")
+	logger.Info("before")
+	logger.Warn("lease lost")
+	got := out.String()
+	if !strings.Contains(got, "before") || !strings.Contains(got, "lease lost") || !strings.Contains(got, "worker=w1") {
+		t.Fatalf("a warning and what came before it must be out at once: %q", got)
+	}
+}
+
+func TestFlushLogAndLongLines(t *testing.T) {
+	var out syncBuffer
+	logger := newTestLogger(&out)
+	long := strings.Repeat("x", 2*logBufferSize)
+	logger.Info("short")
+	logger.Info("long", "v", long)
+	if got := out.String(); !strings.Contains(got, "short") || !strings.Contains(got, long) {
+		t.Fatalf("a line longer than the buffer must be written at once, after what waited: %d bytes", len(got))
+	}
+	logger.Info("last")
+	FlushLog(logger)
+	if !strings.HasSuffix(out.String(), "msg=last\n") {
+		t.Fatalf("FlushLog left a line behind: %q", out.String()[len(out.String())-40:])
+	}
+	FlushLog(slog.New(slog.DiscardHandler)) // any logger
+}
