@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Batcher sends several statements in one round trip: a pool, a
@@ -16,13 +18,14 @@ type Batcher interface {
 // with a single sync, so in one round trip and one transaction: a claim
 // learns whether limits apply to its queues without a statement and a
 // commit of its own. (Hand-written: sqlc has no way to send two different
-// queries together.)
+// queries together. The claim's rows are read by the generated JobClaim,
+// through batchRows.)
 func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (claimed []JobClaimRow, limited bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(jobClaim, arg.Queues, arg.Devices, arg.Max, arg.WorkerID, arg.LeaseMs, arg.WakeBelowMs).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			claimed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[JobClaimRow])
+			claimed, err = New(batchRows{rows}).JobClaim(ctx, arg)
 			return err
 		})
 	b.Queue(jobClaimLimitedAny, arg.Queues).QueryRow(func(row pgx.Row) error { return row.Scan(&limited) })
@@ -31,3 +34,25 @@ func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (c
 	}
 	return claimed, limited, nil
 }
+
+// batchRows hands rows already sent for in a batch to the generated code
+// that reads them: its one Query gets them, whatever it asks.
+type batchRows struct{ rows pgx.Rows }
+
+var errBatchRows = errors.New("db: batchRows answers one Query only")
+
+func (b batchRows) Query(context.Context, string, ...interface{}) (pgx.Rows, error) {
+	return b.rows, nil
+}
+
+func (batchRows) Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errBatchRows
+}
+
+func (batchRows) QueryRow(context.Context, string, ...interface{}) pgx.Row {
+	return errRow{errBatchRows}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
