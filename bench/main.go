@@ -97,6 +97,7 @@ func run() error {
 		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
 		webhooks   = flag.String("webhooks", "", "enable these webhook events (comma-separated, e.g. job.dead or job.succeeded): the drain records them in the outbox (no sender runs), the idle server gets a webhook URL")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
+		backend    = flag.Bool("backend-cpu", false, "instead of draining: claim and complete -n jobs of each system 100 at a time from one session, and print the PostgreSQL backend's CPU per job (PostgreSQL must run on this machine)")
 	)
 	flag.Parse()
 	if *only != "" && *only != "leasehold" && *only != "river" {
@@ -147,6 +148,9 @@ func run() error {
 	}
 	if *soak > 0 {
 		return b.soak(ctx, *soak)
+	}
+	if *backend {
+		return b.backendCPU(ctx, *n)
 	}
 
 	systems := []func(context.Context, int) (result, error){b.runLeasehold, b.runRiver}
