@@ -26,7 +26,8 @@ func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (c
 	// index in order, then the primary key), but PostgreSQL, not knowing
 	// the LIMIT, costs it higher and plans the claim again on every call:
 	// 3 µs of planning per job claimed in batches of 100. For this
-	// transaction only, the cached generic plan is used.
+	// transaction only (the rest of it, if conn is a transaction), the
+	// cached generic plan is used.
 	b.Queue("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
 	b.Queue(jobClaim, arg.Queues, arg.Devices, arg.Max, arg.WorkerID, arg.LeaseMs, arg.WakeBelowMs).
 		Query(func(rows pgx.Rows) error {
