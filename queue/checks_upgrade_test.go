@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -18,14 +17,7 @@ import (
 func TestChecksMigrationKeepsDataAndRules(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(15); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 15)
 	if _, err := f.pool.Exec(f.ctx, `
 		INSERT INTO jobs (kind, queue, payload, state, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, finished_at)
 		VALUES ('investigate', 'phones', '{"app":"com.example.a"}', 'pending', 0, NULL, 0, NULL, NULL, NULL, NULL),

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -15,14 +14,7 @@ import (
 func TestDeviceInfoMigrationUpgrades(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(8); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 8)
 	for _, sql := range []string{
 		`INSERT INTO workers (id, device, queues) VALUES ('w1', 'pixel7', '{default}'), ('w2', NULL, '{default}')`,
 		`INSERT INTO jobs (kind, state, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, finished_at, created_at)

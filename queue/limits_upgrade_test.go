@@ -3,7 +3,6 @@ package queue_test
 import (
 	"testing"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -14,14 +13,7 @@ import (
 func TestLimitsMigrationUpgradesAndRollsBack(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(8); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 8)
 	if _, err := f.pool.Exec(f.ctx, `
 		INSERT INTO jobs (kind, queue, state, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, finished_at)
 		VALUES ('t', 'default', 'pending', 0, NULL, 0, NULL, NULL, NULL, NULL),

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -13,14 +12,7 @@ import (
 func TestSchedulesMigrationUpgradesAndDowngrades(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(8); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 8)
 	if _, err := f.pool.Exec(f.ctx, `INSERT INTO jobs (kind, state, finished_at, idempotency_key)
 		VALUES ('t', 'pending', NULL, 'k1'), ('t', 'succeeded', now(), NULL), ('t', 'dead', now(), NULL)`); err != nil {
 		t.Fatal(err)

@@ -16,14 +16,7 @@ import (
 func TestHotPathMigrationUpgradesHistory(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(6); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 6)
 	// Jobs as version 6 kept them: every attempt a row from its claim on,
 	// every transition an event.
 	for _, sql := range []string{
@@ -142,3 +135,18 @@ func assertCountsExact(t *testing.T, f *fixture) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// migratedTo returns a migrator of f's database, which it has taken to
+// version (the schema an upgrade test starts from).
+func (f *fixture) migratedTo(t *testing.T, version uint) *db.Migrator {
+	t.Helper()
+	mg, err := db.NewMigrator(f.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mg.Close() })
+	if err := mg.To(version); err != nil {
+		t.Fatal(err)
+	}
+	return mg
+}

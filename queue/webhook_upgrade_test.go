@@ -3,7 +3,6 @@ package queue_test
 import (
 	"testing"
 
-	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -14,14 +13,7 @@ import (
 func TestWebhookMigrationUpgradesAndDowngrades(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	mg, err := db.NewMigrator(f.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if err := mg.To(8); err != nil {
-		t.Fatal(err)
-	}
+	mg := f.migratedTo(t, 8)
 	// Version 8's rows, written as version 8 had them (today's code
 	// needs the later columns): three pending jobs, a dead one, and one
 	// running under w's lease.
