@@ -80,103 +80,108 @@ func backendNs(pid int) (int64, error) {
 	return strconv.ParseInt(fields[0], 10, 64)
 }
 
-// cpuPerJob returns claim, completion and total backend µs per job.
-func cpuPerJob(claimNs, completeNs int64, jobs int) [3]float64 {
-	per := func(ns int64) float64 { return float64(ns) / float64(jobs) / 1000 }
-	return [3]float64{per(claimNs), per(completeNs), per(claimNs + completeNs)}
+// batch claims up to backendBatch jobs and returns how many, and how to
+// complete them.
+type batch func() (jobs int, complete func() error, err error)
+
+// measure runs next until n jobs are done, and returns the backend's
+// claim, completion and total µs per job.
+func measure(pid, n int, next batch) ([3]float64, error) {
+	var claimNs, completeNs int64
+	done := 0
+	for done < n {
+		t0, _ := backendNs(pid)
+		jobs, complete, err := next()
+		if err != nil {
+			return [3]float64{}, err
+		}
+		if jobs == 0 {
+			return [3]float64{}, fmt.Errorf("nothing to claim after %d of %d", done, n)
+		}
+		t1, _ := backendNs(pid)
+		if err := complete(); err != nil {
+			return [3]float64{}, err
+		}
+		t2, _ := backendNs(pid)
+		claimNs, completeNs, done = claimNs+t1-t0, completeNs+t2-t1, done+jobs
+	}
+	per := func(ns int64) float64 { return float64(ns) / float64(done) / 1000 }
+	return [3]float64{per(claimNs), per(completeNs), per(claimNs + completeNs)}, nil
+}
+
+// freshSession fills a database of n jobs with fill, vacuums and analyzes
+// it (as before a drain), and opens one session to it.
+func freshSession(ctx context.Context, n int, fill func(context.Context, int) (string, error)) (string, *pgxpool.Pool, int, error) {
+	url, err := fill(ctx, n)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if err := prepare(ctx, url, false); err != nil {
+		return "", nil, 0, err
+	}
+	pool, pid, err := singleSession(ctx, url)
+	return url, pool, pid, err
 }
 
 func (b *bench) backendLeasehold(ctx context.Context, n int) ([3]float64, error) {
-	url, err := b.fillLeasehold(ctx, n)
-	if err != nil {
-		return [3]float64{}, err
-	}
-	if err := prepare(ctx, url, false); err != nil { // vacuumed and analyzed, as before a drain
-		return [3]float64{}, err
-	}
-	pool, pid, err := singleSession(ctx, url)
+	url, pool, pid, err := freshSession(ctx, n, b.fillLeasehold)
 	if err != nil {
 		return [3]float64{}, err
 	}
 	defer pool.Close()
 	client := queue.NewClient(pool, quiet)
-	var claimNs, completeNs int64
-	done := 0
-	for done < n {
-		t0, _ := backendNs(pid)
+	cpu, err := measure(pid, n, func() (int, func() error, error) {
 		jobs, err := client.Claim(ctx, queue.ClaimParams{WorkerID: "bench-session", Queues: []string{"default"}, Limit: backendBatch, Lease: time.Minute})
-		if err != nil {
-			return [3]float64{}, err
+		complete := func() error {
+			cs := make([]queue.Completion, len(jobs))
+			for i, j := range jobs {
+				cs[i] = queue.Completion{Lease: queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: "bench-session"}}
+			}
+			errs, err := client.CompleteMany(ctx, cs)
+			return errors.Join(append(errs, err)...)
 		}
-		t1, _ := backendNs(pid)
-		if len(jobs) == 0 {
-			return [3]float64{}, fmt.Errorf("leasehold: nothing to claim after %d of %d", done, n)
-		}
-		cs := make([]queue.Completion, len(jobs))
-		for i, j := range jobs {
-			cs[i] = queue.Completion{Lease: queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: "bench-session"}}
-		}
-		errs, err := client.CompleteMany(ctx, cs)
-		if err != nil {
-			return [3]float64{}, err
-		}
-		if err := errors.Join(errs...); err != nil {
-			return [3]float64{}, err
-		}
-		t2, _ := backendNs(pid)
-		claimNs, completeNs, done = claimNs+t1-t0, completeNs+t2-t1, done+len(jobs)
+		return len(jobs), complete, err
+	})
+	if err != nil {
+		return [3]float64{}, fmt.Errorf("leasehold: %w", err)
 	}
-	if err := verifyLeasehold(ctx, url, n); err != nil {
-		return [3]float64{}, err
-	}
-	return cpuPerJob(claimNs, completeNs, done), nil
+	return cpu, verifyLeasehold(ctx, url, n)
 }
 
 func (b *bench) backendRiver(ctx context.Context, n int) ([3]float64, error) {
-	url, err := b.fillRiver(ctx, n)
-	if err != nil {
-		return [3]float64{}, err
-	}
-	if err := prepare(ctx, url, false); err != nil { // vacuumed and analyzed, as before a drain
-		return [3]float64{}, err
-	}
-	pool, pid, err := singleSession(ctx, url)
+	_, pool, pid, err := freshSession(ctx, n, b.fillRiver)
 	if err != nil {
 		return [3]float64{}, err
 	}
 	defer pool.Close()
 	exec := riverpgxv5.New(pool).GetExecutor()
-	var claimNs, completeNs int64
-	done := 0
-	for done < n {
-		t0, _ := backendNs(pid)
+	cpu, err := measure(pid, n, func() (int, func() error, error) {
 		res, err := exec.JobGetAvailable(ctx, &riverdriver.JobGetAvailableParams{
 			ClientID: "bench-session", MaxAttemptedBy: 100, MaxToLock: backendBatch, Queue: "default"})
 		if err != nil {
-			return [3]float64{}, err
-		}
-		t1, _ := backendNs(pid)
-		if len(res.Jobs) == 0 {
-			return [3]float64{}, fmt.Errorf("river: nothing to fetch after %d of %d", done, n)
+			return 0, nil, err
 		}
 		// As River's batch completer sends a batch of successes.
-		now := time.Now()
-		p := &riverdriver.JobSetStateIfRunningManyParams{}
-		for _, j := range res.Jobs {
-			p.ID = append(p.ID, j.ID)
-			p.Attempt = append(p.Attempt, nil)
-			p.ErrData = append(p.ErrData, nil)
-			p.FinalizedAt = append(p.FinalizedAt, &now)
-			p.MetadataDoMerge = append(p.MetadataDoMerge, false)
-			p.MetadataUpdates = append(p.MetadataUpdates, nil)
-			p.ScheduledAt = append(p.ScheduledAt, nil)
-			p.State = append(p.State, rivertype.JobStateCompleted)
+		complete := func() error {
+			now := time.Now()
+			p := &riverdriver.JobSetStateIfRunningManyParams{}
+			for _, j := range res.Jobs {
+				p.ID = append(p.ID, j.ID)
+				p.Attempt = append(p.Attempt, nil)
+				p.ErrData = append(p.ErrData, nil)
+				p.FinalizedAt = append(p.FinalizedAt, &now)
+				p.MetadataDoMerge = append(p.MetadataDoMerge, false)
+				p.MetadataUpdates = append(p.MetadataUpdates, nil)
+				p.ScheduledAt = append(p.ScheduledAt, nil)
+				p.State = append(p.State, rivertype.JobStateCompleted)
+			}
+			_, err := exec.JobSetStateIfRunningMany(ctx, p)
+			return err
 		}
-		if _, err := exec.JobSetStateIfRunningMany(ctx, p); err != nil {
-			return [3]float64{}, err
-		}
-		t2, _ := backendNs(pid)
-		claimNs, completeNs, done = claimNs+t1-t0, completeNs+t2-t1, done+len(res.Jobs)
+		return len(res.Jobs), complete, nil
+	})
+	if err != nil {
+		return [3]float64{}, fmt.Errorf("river: %w", err)
 	}
 	var completed int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed); err != nil {
@@ -185,5 +190,5 @@ func (b *bench) backendRiver(ctx context.Context, n int) ([3]float64, error) {
 	if completed != n {
 		return [3]float64{}, fmt.Errorf("river: %d of %d jobs completed", completed, n)
 	}
-	return cpuPerJob(claimNs, completeNs, done), nil
+	return cpu, nil
 }
