@@ -467,15 +467,25 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 const jobClaimLimitedAny = `-- name: JobClaimLimitedAny :one
 SELECT (EXISTS (SELECT 1 FROM queue_settings
                 WHERE name = ANY($1::text[]) AND NOT paused AND max_running IS NOT NULL)
-        OR EXISTS (SELECT 1 FROM jobs
-                   WHERE state = 'pending' AND concurrency_key IS NOT NULL
-                     AND queue = ANY($1::text[]) AND run_at <= now()))::boolean AS any
+        OR (COALESCE((SELECT true FROM jobs
+                      WHERE state = 'pending' AND concurrency_key IS NOT NULL
+                      ORDER BY concurrency_key LIMIT 1), false)
+            AND EXISTS (SELECT 1 FROM jobs
+                        WHERE state = 'pending' AND concurrency_key IS NOT NULL
+                          AND queue = ANY($1::text[]) AND run_at <= now())))::boolean AS any
 `
 
 // Whether a limited claim could find anything for these queues: a capped
-// queue that is not paused, or a due keyed job. Asked only when the fast
-// claim came back short, so that without limits a claim stays one
-// statement.
+// queue that is not paused, or a due keyed job. Sent with every fast
+// claim, in its round trip and transaction (JobClaimAndLimits).
+//
+// Whether any keyed job is pending at all is asked first, in the order of
+// jobs_claim_keyed_idx, which only that index gives: on a table not yet
+// analyzed (a fresh database after a bulk insert) PostgreSQL takes
+// "concurrency_key IS NOT NULL" to match nearly every row and answered the
+// question below through jobs_queue_pending_idx, reading every pending job
+// (1.5 ms per claim at 20,000 of them). Without keyed jobs, which is the
+// common case, that one page is all it reads.
 func (q *Queries) JobClaimLimitedAny(ctx context.Context, queues []string) (bool, error) {
 	row := q.db.QueryRow(ctx, jobClaimLimitedAny, queues)
 	var any bool

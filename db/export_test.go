@@ -1,0 +1,4 @@
+package db
+
+// JobClaimLimitedAnySQL is the statement, for tests of its plan.
+const JobClaimLimitedAnySQL = jobClaimLimitedAny
