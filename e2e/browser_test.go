@@ -80,6 +80,28 @@ func run[T any](b *browserEnv, a chromedp.Action[T]) T {
 	return v
 }
 
+// clickLive clicks the element sel names on a page that refreshes itself
+// (live updates swap its parts in). A refresh can take the node the
+// browser was asked about away between the query and the click: then the
+// click never happened, and it queries and clicks again, for as long as
+// that is what fails.
+func (b *browserEnv) clickLive(sel string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "node with given id") || time.Now().After(deadline) {
+			b.t.Fatalf("browser: clicking %s: %v", sel, err)
+		}
+		b.t.Logf("clicking %s: %v; again", sel, err)
+	}
+}
+
 func (b *browserEnv) location() string {
 	b.t.Helper()
 	return run(b, chromedp.Location())
@@ -244,8 +266,8 @@ func TestBrowserRetryDeadLetter(t *testing.T) {
 	b.do(
 		chromedp.Navigate(b.apiURL+"/dead"),
 		chromedp.WaitVisible(chromedp.CSS(row)),
-		chromedp.Click(chromedp.CSS(row+" [data-testid=retry-button]")),
 	)
+	b.clickLive(row + " [data-testid=retry-button]")
 	b.eventually("the job runs again", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'retried' AND detail->>'by' = 'user:admin'", id) == 1
 	})
@@ -262,8 +284,8 @@ func TestBrowserCancelRunningJob(t *testing.T) {
 	b.do(
 		chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, id)),
 		chromedp.WaitVisible(chromedp.CSS("[data-testid=lease-countdown]")),
-		chromedp.Click(chromedp.CSS("[data-testid=cancel-button]")),
 	)
+	b.clickLive("[data-testid=cancel-button]")
 	b.eventually("the job is cancelled", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'cancelled'", id) == 1
 	})
