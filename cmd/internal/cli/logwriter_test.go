@@ -4,37 +4,32 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for the flush timer's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// logOutput is what a test logger has written out. logWriter writes to
+// its output only while holding its lock, the flush timer's goroutine
+// included, so the test reads it under the same lock.
+type logOutput struct {
+	w *logWriter
+	b bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func (o *logOutput) String() string {
+	o.w.mu.Lock()
+	defer o.w.mu.Unlock()
+	return o.b.String()
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestLogger(out *syncBuffer) *slog.Logger {
-	w := newLogWriter(out)
-	return slog.New(flushingHandler{slog.NewTextHandler(w, nil), w})
+func newTestLogger() (*slog.Logger, *logOutput) {
+	out := &logOutput{}
+	out.w = newLogWriter(&out.b)
+	return slog.New(flushingHandler{slog.NewTextHandler(out.w, nil), out.w}), out
 }
 
 func TestLogLinesWaitAtMostAFlushInterval(t *testing.T) {
-	var out syncBuffer
-	logger := newTestLogger(&out)
+	logger, out := newTestLogger()
 	logger.Info("first", "n", 1)
 	logger.With("job_id", 7).Info("second")
 	if got := out.String(); got != "" {
@@ -61,8 +56,8 @@ func TestLogLinesWaitAtMostAFlushInterval(t *testing.T) {
 }
 
 func TestWarningsAreWrittenAtOnce(t *testing.T) {
-	var out syncBuffer
-	logger := newTestLogger(&out).With("worker", "w1")
+	logger, out := newTestLogger()
+	logger = logger.With("worker", "w1")
 	logger.Info("before")
 	logger.Warn("lease lost")
 	got := out.String()
@@ -72,8 +67,7 @@ func TestWarningsAreWrittenAtOnce(t *testing.T) {
 }
 
 func TestFlushLogAndLongLines(t *testing.T) {
-	var out syncBuffer
-	logger := newTestLogger(&out)
+	logger, out := newTestLogger()
 	long := strings.Repeat("x", 2*logBufferSize)
 	logger.Info("short")
 	logger.Info("long", "v", long)
