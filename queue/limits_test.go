@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -385,7 +386,7 @@ func TestEveryEndOfAKeyedAttemptFreesItsKey(t *testing.T) {
 	}
 	// An expired lease, reaped.
 	j = next(t, 100*time.Millisecond)
-	r := queue.NewReaper(f.pool, queue.ReaperConfig{})
+	r := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
 	rctx, stop := context.WithCancel(f.ctx)
 	defer stop()
 	go func() { _ = r.Run(rctx) }()

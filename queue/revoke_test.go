@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -24,7 +25,7 @@ func TestEndLeasesOfRevokedWorker(t *testing.T) {
 	reaped := make(chan queue.Reaped, 4)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	reaper := queue.NewReaper(f.pool, queue.ReaperConfig{OnReap: func(r queue.Reaped) { reaped <- r }})
+	reaper := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{OnReap: func(r queue.Reaped) { reaped <- r }})
 	go func() { _ = reaper.Run(ctx) }()
 
 	ended, err := f.client.EndLeasesOf(f.ctx, "w1")

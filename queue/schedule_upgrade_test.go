@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/maintenance"
 )
 
 // The schedules migration (10) upgrades a database that holds jobs, and
@@ -29,7 +29,7 @@ func TestSchedulesMigrationUpgradesAndDowngrades(t *testing.T) {
 	now := utc("2026-12-01T00:00:00Z")
 	f.schedule(t, "s", "@hourly", "", now)
 	clock := newFakeClock(now.Add(time.Hour))
-	if _, err := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now}).RunDue(f.ctx); err != nil {
+	if _, err := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now}).RunDue(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if keys := f.scheduledJobs(t, "s"); len(keys) != 1 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
@@ -45,7 +45,7 @@ func TestSchedulesPage(t *testing.T) {
 
 	// A tick: the row links its job, and the job page names the schedule.
 	clock := time.Now().Add(25 * time.Hour)
-	if _, err := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: func() time.Time { return clock }}).RunDue(f.ctx); err != nil {
+	if _, err := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: func() time.Time { return clock }}).RunDue(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	d = parseHTML(t, b.get(t, "/schedules").want(t, http.StatusOK))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/maintenance"
 )
 
 type scheduleJSON struct {
@@ -108,7 +108,7 @@ func TestScheduleJobShowsSchedule(t *testing.T) {
 	f := setup(t)
 	f.post(t, "/api/v1/schedules", `{"name":"tick","cron":"@every 1s","job":{"kind":"noop"}}`).want(t, http.StatusCreated)
 	clock := time.Now().Add(2 * time.Second)
-	sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: func() time.Time { return clock }})
+	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: func() time.Time { return clock }})
 	if _, err := sch.RunDue(f.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
@@ -31,7 +32,7 @@ func TestWebhookDeliveriesOnTimelineAndMetrics(t *testing.T) {
 	if err := f.queue.ConfigureWebhooks(f.ctx, events); err != nil {
 		t.Fatal(err)
 	}
-	sender := queue.NewWebhookSender(f.pool, queue.WebhookSenderConfig{
+	sender := maintenance.NewWebhookSender(f.pool, maintenance.WebhookSenderConfig{
 		Webhook:   queue.WebhookConfig{URL: hooks.URL, Secret: "web-test-webhook-secret", Events: events},
 		BaseDelay: 50 * time.Millisecond, OnDelivery: f.metrics.ObserveWebhook, OnGiveUp: f.metrics.ObserveWebhookGivenUp,
 	})

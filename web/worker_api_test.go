@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -255,7 +256,7 @@ func reap(t *testing.T, f *fixture, id int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	go func() { _ = queue.NewReaper(f.pool, queue.ReaperConfig{}).Run(ctx) }()
+	go func() { _ = maintenance.NewReaper(f.pool, maintenance.ReaperConfig{}).Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		j, err := f.queue.Get(f.ctx, id)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -135,8 +136,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.Pool != nil {
 		bgWG.Go(func() { w.listen(bg, wake) })
 		if w.cfg.Reaper {
-			reaper := queue.NewReaper(w.cfg.Pool, queue.ReaperConfig{Logger: w.log})
-			bgWG.Go(func() { _ = reaper.Run(bg) })
+			// The maintainer logs a reaper that gives up; the jobs go on.
+			m := maintenance.NewMaintainer(w.log, maintenance.NewReaper(w.cfg.Pool, maintenance.ReaperConfig{Logger: w.log}))
+			bgWG.Go(func() { _ = m.Run(bg) })
 		}
 	}
 

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -29,6 +30,7 @@ import (
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
 	"github.com/leasehold/leasehold/live"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
 )
@@ -82,7 +84,7 @@ func serve(args []string) error {
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 	)
-	retention := queue.DefaultRetention()
+	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
 	webhookURL := fs.String("webhook-url", "", "POST webhook events to this URL (needs --webhook-secret)")
 	webhookSecret := fs.String("webhook-secret", "", "HMAC-SHA256 key of the Leasehold-Signature header, at least 16 characters")
@@ -135,36 +137,27 @@ func serve(args []string) error {
 		}
 	}
 	metrics := web.NewMetrics(client)
-	reaper := queue.NewReaper(pool, queue.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap})
-	reaperDone := make(chan struct{})
-	go func() { _ = reaper.Run(ctx); close(reaperDone) }()
-
 	// Every process records the events this server sends (none without
 	// a URL): replicas share one webhook configuration.
 	if err := client.ConfigureWebhooks(ctx, webhooks.Events); err != nil {
 		return err
 	}
-	senderDone := make(chan struct{})
-	if webhooks.Enabled() {
-		sender := queue.NewWebhookSender(pool, queue.WebhookSenderConfig{
-			Webhook: webhooks, Logger: logger, OnDelivery: metrics.ObserveWebhook, OnGiveUp: metrics.ObserveWebhookGivenUp,
-		})
-		go func() { _ = sender.Run(ctx); close(senderDone) }()
-		metrics.ObserveRole("webhooks", sender.Active)
-	} else {
-		close(senderDone)
+	services := []maintenance.Service{
+		maintenance.NewReaper(pool, maintenance.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap}),
+		maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store, Logger: logger}),
+		maintenance.NewScheduler(pool, maintenance.SchedulerConfig{Logger: logger}),
 	}
-
-	pruner := queue.NewPruner(pool, queue.PrunerConfig{Retention: retention, Files: store, Logger: logger})
-	prunerDone := make(chan struct{})
-	go func() { _ = pruner.Run(ctx); close(prunerDone) }()
-
-	scheduler := queue.NewScheduler(pool, queue.SchedulerConfig{Logger: logger})
-	schedulerDone := make(chan struct{})
-	go func() { _ = scheduler.Run(ctx); close(schedulerDone) }()
-	metrics.ObserveRole("reaper", reaper.Active)
-	metrics.ObserveRole("pruner", pruner.Active)
-	metrics.ObserveRole("scheduler", scheduler.Active)
+	if webhooks.Enabled() {
+		services = append(services, maintenance.NewWebhookSender(pool, maintenance.WebhookSenderConfig{
+			Webhook: webhooks, Logger: logger, OnDelivery: metrics.ObserveWebhook, OnGiveUp: metrics.ObserveWebhookGivenUp,
+		}))
+	}
+	for _, s := range services {
+		metrics.ObserveRole(s.Role(), s.Active)
+	}
+	maintainer := maintenance.NewMaintainer(logger, services...)
+	maintained := make(chan error, 1)
+	go func() { maintained <- maintainer.Run(ctx) }()
 
 	// One LISTEN connection serves the remote workers' long polls and
 	// every open dashboard's live updates.
@@ -199,9 +192,18 @@ func serve(args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
+	var maintErr error
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serving: %w", err)
+	case maintErr = <-maintained:
+		maintained = nil
+		if ctx.Err() == nil {
+			// A service gave up for good: a server without it must not
+			// look healthy, so it stops for its supervisor to restart it.
+			_ = srv.Close()
+			return fmt.Errorf("background services: %w", cmp.Or(maintErr, errors.New("stopped")))
+		}
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -209,10 +211,12 @@ func serve(args []string) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("shutting down HTTP", "err", err)
 	}
-	<-reaperDone
-	<-prunerDone
-	<-schedulerDone
-	<-senderDone
+	if maintained != nil {
+		maintErr = <-maintained
+	}
+	if maintErr != nil {
+		return fmt.Errorf("background services: %w", maintErr)
+	}
 	logger.Info("server stopped")
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -26,7 +27,7 @@ func pruneCmd(args []string) error {
 	}
 	dryRun := fs.Bool("dry-run", false, "delete nothing; print what a pass would remove")
 	artifacts := fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
-	retention := queue.DefaultRetention()
+	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -41,20 +42,20 @@ func pruneCmd(args []string) error {
 		if err != nil {
 			return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
 		}
-		p := queue.NewPruner(pool, queue.PrunerConfig{Retention: retention, Files: store})
-		res, err := p.Prune(ctx, queue.PruneOptions{DryRun: *dryRun, Sweep: true})
+		p := maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store})
+		res, err := p.Prune(ctx, maintenance.PruneOptions{DryRun: *dryRun, Sweep: true})
 		printPrune(os.Stdout, retention, res, *dryRun)
 		return err
 	})
 }
 
-func printPrune(w io.Writer, r queue.Retention, res queue.PruneResult, dryRun bool) {
+func printPrune(w io.Writer, r maintenance.Retention, res maintenance.PruneResult, dryRun bool) {
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"
 	}
 	fmt.Fprintf(w, "retention %s\n", r)
-	for _, st := range queue.FinishedStates {
+	for _, st := range maintenance.FinishedStates {
 		fmt.Fprintf(w, "%s %d %s jobs\n", verb, res.Jobs[st], st)
 	}
 	fmt.Fprintf(w, "%s %d artifact files, %d bytes\n", verb, res.Files, res.Bytes)

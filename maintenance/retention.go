@@ -1,27 +1,29 @@
-package queue
+package maintenance
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // FinishedStates are the states retention applies to, in the order a pass
 // prunes them.
-var FinishedStates = []State{StateSucceeded, StateCancelled, StateDead}
+var FinishedStates = []queue.State{queue.StateSucceeded, queue.StateCancelled, queue.StateDead}
 
 // DefaultRetentionSpec is LEASEHOLD_RETENTION's default.
 const DefaultRetentionSpec = "succeeded=7d,cancelled=7d,dead=30d"
 
 // Retention is how long finished jobs of each state are kept after they
 // finish; a state that is absent (or 0) is kept for ever.
-type Retention map[State]time.Duration
+type Retention map[queue.State]time.Duration
 
 // DefaultRetention is succeeded and cancelled jobs for 7 days, dead ones
 // for 30.
 func DefaultRetention() Retention {
-	return Retention{StateSucceeded: 7 * day, StateCancelled: 7 * day, StateDead: 30 * day}
+	return Retention{queue.StateSucceeded: 7 * day, queue.StateCancelled: 7 * day, queue.StateDead: 30 * day}
 }
 
 const day = 24 * time.Hour
@@ -41,7 +43,7 @@ func ParseRetention(spec string) (Retention, error) {
 	}
 	for _, item := range strings.Split(spec, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(item), "=")
-		st := State(strings.TrimSpace(name))
+		st := queue.State(strings.TrimSpace(name))
 		if !ok || !isFinished(st) {
 			return nil, fmt.Errorf("retention %q: want STATE=DURATION with STATE one of succeeded, cancelled, dead", item)
 		}
@@ -112,7 +114,7 @@ func (r *Retention) Set(v string) error {
 	return nil
 }
 
-func isFinished(st State) bool {
+func isFinished(st queue.State) bool {
 	for _, f := range FinishedStates {
 		if st == f {
 			return true

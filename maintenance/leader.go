@@ -1,10 +1,12 @@
-package queue
+package maintenance
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +14,7 @@ import (
 )
 
 // A role that exactly one process of a database plays at a time (the
-// reaper today) is a session-level advisory lock, held on a connection of
+// reaper, the pruner, the scheduler, the webhook sender) is a session-level advisory lock, held on a connection of
 // its own.
 //
 // Nobody waits for that lock inside a statement: a statement that waits
@@ -46,6 +48,44 @@ func leaderKey(role string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("leasehold:" + role))
 	return int64(h.Sum64())
+}
+
+// leader plays one role: a service embeds it for its Role and Active.
+type leader struct {
+	role   string
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	active atomic.Bool
+}
+
+// Role is the leader role the service plays.
+func (l *leader) Role() string { return l.role }
+
+// Active reports whether this process holds the role now.
+func (l *leader) Active() bool { return l.active.Load() }
+
+// run plays the role until ctx ends: it waits for the role, runs fn while
+// the role is held, and takes the role again after errors, with backoff.
+func (l *leader) run(ctx context.Context, fn func(context.Context) error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := lead(ctx, l.pool, l.role, func(ctx context.Context) error {
+			// Active from the moment the role is held: the hand-over is done.
+			l.active.Store(true)
+			defer l.active.Store(false)
+			return fn(ctx)
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.logger.Warn(l.role+" session ended", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
 }
 
 // lead waits until this process holds role, then runs fn with a context

@@ -1,4 +1,4 @@
-package queue_test
+package maintenance_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -16,18 +17,18 @@ func TestParseRetention(t *testing.T) {
 	const d = 24 * time.Hour
 	cases := []struct {
 		in   string
-		want queue.Retention
+		want maintenance.Retention
 	}{
-		{"", queue.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
-		{queue.DefaultRetentionSpec, queue.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
-		{"off", queue.Retention{}},
-		{"succeeded=2s", queue.Retention{queue.StateSucceeded: 2 * time.Second, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
-		{"dead=36h, cancelled=1d", queue.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: d, queue.StateDead: 36 * time.Hour}},
-		{"succeeded=off", queue.Retention{queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
-		{"succeeded=1h30m", queue.Retention{queue.StateSucceeded: 90 * time.Minute, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
+		{"", maintenance.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
+		{maintenance.DefaultRetentionSpec, maintenance.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
+		{"off", maintenance.Retention{}},
+		{"succeeded=2s", maintenance.Retention{queue.StateSucceeded: 2 * time.Second, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
+		{"dead=36h, cancelled=1d", maintenance.Retention{queue.StateSucceeded: 7 * d, queue.StateCancelled: d, queue.StateDead: 36 * time.Hour}},
+		{"succeeded=off", maintenance.Retention{queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
+		{"succeeded=1h30m", maintenance.Retention{queue.StateSucceeded: 90 * time.Minute, queue.StateCancelled: 7 * d, queue.StateDead: 30 * d}},
 	}
 	for _, c := range cases {
-		got, err := queue.ParseRetention(c.in)
+		got, err := maintenance.ParseRetention(c.in)
 		if err != nil {
 			t.Fatalf("ParseRetention(%q): %v", c.in, err)
 		}
@@ -37,7 +38,7 @@ func TestParseRetention(t *testing.T) {
 	}
 	for _, bad := range []string{"7d", "pending=1d", "running=1h", "succeeded", "succeeded=", "succeeded=7", "succeeded=1.5d",
 		"succeeded=-1d", "succeeded=500ms", "succeeded=7days", "dead=1w"} {
-		_, err := queue.ParseRetention(bad)
+		_, err := maintenance.ParseRetention(bad)
 		if err == nil {
 			t.Errorf("ParseRetention(%q) accepted", bad)
 			continue
@@ -51,7 +52,7 @@ func TestParseRetention(t *testing.T) {
 			t.Errorf("ParseRetention(%q): %q does not name %q", bad, err, item)
 		}
 	}
-	if s := queue.DefaultRetention().String(); s != queue.DefaultRetentionSpec {
+	if s := maintenance.DefaultRetention().String(); s != maintenance.DefaultRetentionSpec {
 		t.Errorf("default retention prints as %q", s)
 	}
 }
@@ -197,11 +198,11 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 		before[id] = f.history(t, id)
 	}
 	files := &fakeFiles{}
-	p := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: queue.DefaultRetention(), Files: files, Batch: 2, Pause: time.Millisecond})
+	p := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{Retention: maintenance.DefaultRetention(), Files: files, Batch: 2, Pause: time.Millisecond})
 	want := map[queue.State]int64{queue.StateSucceeded: 2, queue.StateCancelled: 1, queue.StateDead: 1}
 
 	t.Run("DryRunDeletesNothing", func(t *testing.T) {
-		res, err := p.Prune(f.ctx, queue.PruneOptions{DryRun: true})
+		res, err := p.Prune(f.ctx, maintenance.PruneOptions{DryRun: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	})
 
 	files.reqs = nil
-	res, err := p.Prune(f.ctx, queue.PruneOptions{})
+	res, err := p.Prune(f.ctx, maintenance.PruneOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	assertCountsExact(t, f)
 
 	// A second pass finds nothing.
-	res, err = p.Prune(f.ctx, queue.PruneOptions{})
+	res, err = p.Prune(f.ctx, maintenance.PruneOptions{})
 	if err != nil || res.Total() != 0 {
 		t.Fatalf("second pass: %v, %v", res.Jobs, err)
 	}
@@ -271,8 +272,8 @@ func TestPruneOffKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.age(t, j.ID, 400*24*time.Hour)
-	off, _ := queue.ParseRetention("off")
-	res, err := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: off}).Prune(f.ctx, queue.PruneOptions{})
+	off, _ := maintenance.ParseRetention("off")
+	res, err := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{Retention: off}).Prune(f.ctx, maintenance.PruneOptions{})
 	if err != nil || res.Total() != 0 {
 		t.Fatalf("prune with retention off: %v, %v", res.Jobs, err)
 	}
@@ -292,7 +293,7 @@ func TestPruneExpiredSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := queue.NewPruner(f.pool, queue.PrunerConfig{}).Prune(f.ctx, queue.PruneOptions{}); err != nil {
+	if _, err := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{}).Prune(f.ctx, maintenance.PruneOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var left string
@@ -313,8 +314,8 @@ func TestPrunerOneActive(t *testing.T) {
 	defer stop1()
 	ctx2, stop2 := context.WithCancel(f.ctx)
 	defer stop2()
-	p1 := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: queue.DefaultRetention()})
-	p2 := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: queue.DefaultRetention()})
+	p1 := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{Retention: maintenance.DefaultRetention()})
+	p2 := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{Retention: maintenance.DefaultRetention()})
 	done1 := make(chan struct{})
 	go func() { _ = p1.Run(ctx1); close(done1) }()
 	waitFor(t, "first pruner active", p1.Active)

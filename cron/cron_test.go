@@ -1,4 +1,4 @@
-package queue_test
+package cron_test
 
 import (
 	"errors"
@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/cron"
 )
 
-func mustCron(t *testing.T, expr, tz string) *queue.Cron {
+func mustCron(t *testing.T, expr, tz string) *cron.Schedule {
 	t.Helper()
-	c, err := queue.ParseCron(expr, tz)
+	c, err := cron.Parse(expr, tz)
 	if err != nil {
-		t.Fatalf("ParseCron(%q, %q): %v", expr, tz, err)
+		t.Fatalf("Parse(%q, %q): %v", expr, tz, err)
 	}
 	return c
 }
@@ -73,7 +73,7 @@ func TestCronNext(t *testing.T) {
 }
 
 // ticks lists every tick in [from, to).
-func ticks(c *queue.Cron, from, to time.Time) []time.Time {
+func ticks(c *cron.Schedule, from, to time.Time) []time.Time {
 	var out []time.Time
 	for at := c.Next(from.Add(-time.Nanosecond)); at.Before(to); at = c.Next(at) {
 		out = append(out, at)
@@ -179,10 +179,10 @@ func TestCronInvalid(t *testing.T) {
 		{"@daily", "Europe/Berlin\x00", "timezone", "IANA"},
 		{"@daily", strings.Repeat("A", 65), "timezone", "IANA"},
 	} {
-		_, err := queue.ParseCron(tc.expr, tc.tz)
-		var ve *queue.ValidationError
+		_, err := cron.Parse(tc.expr, tc.tz)
+		var ve *cron.Error
 		if !errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Message, tc.msg) {
-			t.Errorf("ParseCron(%q, %q) = %v, want a %s error saying %q", tc.expr, tc.tz, err, tc.field, tc.msg)
+			t.Errorf("Parse(%q, %q) = %v, want a %s error saying %q", tc.expr, tc.tz, err, tc.field, tc.msg)
 		}
 	}
 }

@@ -1,17 +1,18 @@
-package queue
+package maintenance
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/cron"
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // schedulerMaxSleep bounds the active scheduler's sleep, so that a clock
@@ -48,11 +49,9 @@ type Fired struct {
 // successor) still make one job per tick; ticks missed while no scheduler
 // ran make one job, for the latest of them.
 type Scheduler struct {
-	pool   *pgxpool.Pool
-	client *Client
-	q      *db.Queries
+	leader
+	client *queue.Client
 	cfg    SchedulerConfig
-	active atomic.Bool
 }
 
 // NewScheduler returns a Scheduler for pool's database.
@@ -63,36 +62,19 @@ func NewScheduler(pool *pgxpool.Pool, cfg SchedulerConfig) *Scheduler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Scheduler{pool: pool, client: NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg}
+	return &Scheduler{
+		leader: leader{role: "scheduler", pool: pool, logger: cfg.Logger},
+		client: queue.NewClient(pool, cfg.Logger), cfg: cfg,
+	}
 }
-
-// Active reports whether this scheduler holds the role now.
-func (s *Scheduler) Active() bool { return s.active.Load() }
 
 // Run schedules while it holds the scheduler role, until ctx ends, taking
 // the role again after errors.
-func (s *Scheduler) Run(ctx context.Context) error {
-	delay := 100 * time.Millisecond
-	for {
-		err := lead(ctx, s.pool, "scheduler", s.lead)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.cfg.Logger.Warn("scheduler session ended", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
+func (s *Scheduler) Run(ctx context.Context) error { return s.run(ctx, s.lead) }
 
 // lead is the active scheduler: it listens on a connection of its own,
 // like the active reaper, and runs its statements on the pool.
 func (s *Scheduler) lead(ctx context.Context) error {
-	s.active.Store(true)
-	defer s.active.Store(false)
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("connecting scheduler listener: %w", err)
@@ -133,9 +115,9 @@ func (s *Scheduler) lead(ctx context.Context) error {
 // of any schedule, or the zero time when none is due ever (none, or all
 // paused).
 func (s *Scheduler) RunDue(ctx context.Context) (time.Time, error) {
-	rows, err := s.q.ScheduleList(ctx)
+	rows, err := s.client.ScheduleEntries(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("reading schedules: %w", err)
+		return time.Time{}, err
 	}
 	now := s.cfg.Now()
 	var earliest time.Time
@@ -159,36 +141,32 @@ func (s *Scheduler) RunDue(ctx context.Context) (time.Time, error) {
 // fire enqueues the latest due tick of r and returns its next tick (the
 // zero time when there is none, or when the schedule changed meanwhile and
 // the caller's next pass reads it again: it was notified).
-func (s *Scheduler) fire(ctx context.Context, r db.Schedule, now time.Time) (time.Time, error) {
+func (s *Scheduler) fire(ctx context.Context, r queue.ScheduleEntry, now time.Time) (time.Time, error) {
 	log := s.cfg.Logger.With("schedule", r.Name)
-	sched, err := scheduleFromRow(r)
-	if err != nil {
-		log.Error("skipping schedule", "err", err)
+	if r.Err != nil {
+		log.Error("skipping schedule", "err", r.Err)
 		return time.Time{}, nil
 	}
-	cron, err := ParseCron(r.Cron, r.Timezone)
+	spec, err := cron.Parse(r.Cron, r.Timezone)
 	if err != nil {
 		log.Error("skipping schedule with an invalid cron", "cron", r.Cron, "timezone", r.Timezone, "err", err)
 		return time.Time{}, nil
 	}
-	tick, ok := cron.Prev(r.NextRunAt.Add(-time.Nanosecond), now)
+	tick, ok := spec.Prev(r.NextRunAt.Add(-time.Nanosecond), now)
 	if !ok { // next_run_at is no tick of the cron (edited by hand)
 		tick = *r.NextRunAt
 	}
-	nj := sched.Job.NewJob()
-	nj.IdempotencyKey = ptr(ScheduleKey(r.Name, tick))
-	nj.Schedule = &r.Name
-	job, existed, err := s.client.Insert(ctx, nj)
+	job, existed, err := s.client.EnqueueTick(ctx, r.Schedule, tick)
 	switch {
-	case errors.Is(err, ErrIdempotencyConflict):
+	case errors.Is(err, queue.ErrIdempotencyConflict):
 		// The tick's job exists with other contents: the schedule's job
 		// changed after it was enqueued. It is the tick's job all the same.
 		log.Warn("the tick's job exists with other contents", "tick", tick, "job_id", job.ID)
 	case err != nil:
-		var ve *ValidationError
+		var ve *queue.ValidationError
 		if errors.As(err, &ve) {
 			log.Error("skipping a tick whose job is invalid", "tick", tick, "err", err)
-			return s.advance(ctx, r, tick, nil, cron.Next(now))
+			return s.advance(ctx, r, tick, nil, spec.Next(now))
 		}
 		return time.Time{}, fmt.Errorf("enqueuing schedule %s: %w", r.Name, err)
 	}
@@ -196,26 +174,13 @@ func (s *Scheduler) fire(ctx context.Context, r db.Schedule, now time.Time) (tim
 	if s.cfg.OnFire != nil {
 		s.cfg.OnFire(Fired{Schedule: r.Name, Tick: tick, JobID: job.ID, Existed: existed})
 	}
-	return s.advance(ctx, r, tick, &job.ID, cron.Next(now))
+	return s.advance(ctx, r, tick, &job.ID, spec.Next(now))
 }
 
-func (s *Scheduler) advance(ctx context.Context, r db.Schedule, tick time.Time, jobID *int64, next time.Time) (time.Time, error) {
-	n, err := s.q.ScheduleFired(ctx, db.ScheduleFiredParams{
-		Name: r.Name, Expected: r.NextRunAt, Tick: &tick, JobID: jobID, NextRunAt: tickPtr(next),
-	})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("recording schedule %s: %w", r.Name, err)
-	}
-	if n == 0 {
-		return time.Time{}, nil
+func (s *Scheduler) advance(ctx context.Context, r queue.ScheduleEntry, tick time.Time, jobID *int64, next time.Time) (time.Time, error) {
+	recorded, err := s.client.RecordTick(ctx, r.Schedule, tick, jobID, next)
+	if err != nil || !recorded {
+		return time.Time{}, err
 	}
 	return next, nil
-}
-
-// tickPtr is a tick to store: none when the cron has no more.
-func tickPtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }

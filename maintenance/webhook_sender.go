@@ -1,4 +1,4 @@
-package queue
+package maintenance
 
 import (
 	"bytes"
@@ -14,13 +14,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // Webhook sender defaults.
@@ -48,7 +48,7 @@ const (
 
 // WebhookSenderConfig configures a WebhookSender.
 type WebhookSenderConfig struct {
-	Webhook WebhookConfig
+	Webhook queue.WebhookConfig
 	Logger  *slog.Logger
 	// Timeout bounds one request, answer included (10 s).
 	Timeout time.Duration
@@ -71,12 +71,11 @@ type WebhookSenderConfig struct {
 // event is due, or a worker could go offline, by the database clock, and
 // is woken by the outbox trigger's NOTIFY.
 type WebhookSender struct {
-	pool   *pgxpool.Pool
-	client *Client
+	leader
+	client *queue.Client
 	q      *db.Queries
 	cfg    WebhookSenderConfig
 	http   *http.Client
-	active atomic.Bool
 }
 
 // NewWebhookSender returns a sender for pool's database.
@@ -94,34 +93,18 @@ func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSende
 		Timeout:       cfg.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &WebhookSender{pool: pool, client: NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg, http: hc}
-}
-
-// Active reports whether this sender holds the role now.
-func (s *WebhookSender) Active() bool { return s.active.Load() }
-
-// Run sends until ctx ends, reconnecting with backoff after errors.
-func (s *WebhookSender) Run(ctx context.Context) error {
-	delay := 100 * time.Millisecond
-	for {
-		err := lead(ctx, s.pool, "webhooks", s.send)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.cfg.Logger.Warn("webhook sender session ended", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
+	return &WebhookSender{
+		leader: leader{role: "webhooks", pool: pool, logger: cfg.Logger},
+		client: queue.NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg, http: hc,
 	}
 }
 
+// Run sends while it holds the webhooks role, until ctx ends, taking the
+// role again after errors.
+func (s *WebhookSender) Run(ctx context.Context) error { return s.run(ctx, s.send) }
+
 // send is the active sender.
 func (s *WebhookSender) send(ctx context.Context) error {
-	s.active.Store(true)
-	defer s.active.Store(false)
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("connecting webhook listener: %w", err)
@@ -131,7 +114,7 @@ func (s *WebhookSender) send(ctx context.Context) error {
 		return fmt.Errorf("listening for webhook events: %w", err)
 	}
 	s.cfg.Logger.Info("webhook sender active", "url", s.cfg.Webhook.URL, "events", s.cfg.Webhook.Events)
-	offline := slices.Contains(s.cfg.Webhook.Events, WebhookWorkerOffline)
+	offline := slices.Contains(s.cfg.Webhook.Events, queue.WebhookWorkerOffline)
 	for {
 		if offline {
 			if _, err := s.q.WebhookWorkersOffline(ctx, s.cfg.OfflineAfter.Milliseconds()); err != nil {
@@ -262,12 +245,12 @@ func (s *WebhookSender) deliver(ctx context.Context, row db.WebhookClaimDueRow) 
 	}
 	var st *int32
 	if status != 0 {
-		st = ptr(int32(status))
+		st = new(int32(status))
 	}
 	delay := webhookBackoff(row.Attempts, s.cfg.BaseDelay, s.cfg.MaxDelay)
 	givenUp, err := s.q.WebhookFailed(ctx, db.WebhookFailedParams{
 		OutboxID: row.ID, DelayMs: delay.Milliseconds(), MaxAgeMs: s.cfg.MaxAge.Milliseconds(),
-		SentBody: string(body), Status: st, Error: cleanText(sendErr.Error(), 1000),
+		SentBody: string(body), Status: st, Error: queue.CleanText(sendErr.Error(), 1000),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // deleted meanwhile
@@ -326,7 +309,7 @@ func (s *WebhookSender) render(ctx context.Context, row db.WebhookClaimDueRow) (
 	case row.JobID != nil:
 		job, err := s.client.Get(ctx, *row.JobID)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, queue.ErrNotFound):
 			ev.Job = json.RawMessage(`{"id":` + strconv.FormatInt(*row.JobID, 10) + `}`)
 		case err != nil:
 			return nil, fmt.Errorf("reading the job of a webhook event: %w", err)
@@ -359,7 +342,7 @@ func (s *WebhookSender) post(ctx context.Context, row db.WebhookClaimDueRow, bod
 	req.Header.Set("User-Agent", "Leasehold-Webhooks/1")
 	req.Header.Set("Leasehold-Event-Id", row.EventID)
 	req.Header.Set("Leasehold-Event-Type", row.Type)
-	req.Header.Set(WebhookSignatureHeader, SignWebhook(s.cfg.Webhook.Secret, time.Now(), body))
+	req.Header.Set(queue.WebhookSignatureHeader, queue.SignWebhook(s.cfg.Webhook.Secret, time.Now(), body))
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return 0, err

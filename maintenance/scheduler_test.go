@@ -1,4 +1,4 @@
-package queue_test
+package maintenance_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -20,8 +21,11 @@ func newFakeClock(at time.Time) *fakeClock {
 	c.set(at)
 	return c
 }
-func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *fakeClock) set(at time.Time)    { c.ns.Store(at.UnixNano()) }
+
+func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *fakeClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
+
 func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func (f *fixture) schedule(t *testing.T, name, cron, tz string, now time.Time) queue.Schedule {
@@ -63,7 +67,7 @@ func TestSchedulerTickEnqueuesOneJob(t *testing.T) {
 	f := setup(t, 20)
 	clock := newFakeClock(utc("2026-12-01T01:59:50Z"))
 	f.schedule(t, "nightly", "0 2 * * *", "", clock.Now())
-	sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now})
+	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 
 	next, err := sch.RunDue(f.ctx)
 	if err != nil || !next.Equal(utc("2026-12-01T02:00:00Z")) {
@@ -80,7 +84,7 @@ func TestSchedulerTickEnqueuesOneJob(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now})
+			s := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 			if _, err := s.RunDue(f.ctx); err != nil {
 				t.Error(err)
 			}
@@ -121,7 +125,7 @@ func TestSchedulerCatchUpAfterDowntime(t *testing.T) {
 	clock := newFakeClock(utc("2026-12-01T01:30:00Z"))
 	f.schedule(t, "hourly", "@hourly", "", clock.Now())
 	f.schedule(t, "fast", "@every 1s", "", clock.Now())
-	sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now})
+	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 	clock.set(utc("2026-12-01T05:10:00.5Z")) // down from 01:30 to 05:10
 	next, err := sch.RunDue(f.ctx)
 	if err != nil {
@@ -166,7 +170,7 @@ func TestScheduleUpdateRecomputesNextRun(t *testing.T) {
 		t.Fatalf("after pause: %+v, %v", s, err)
 	}
 	clock.set(utc("2026-12-01T13:02:00Z"))
-	sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now})
+	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 	if next, err := sch.RunDue(f.ctx); err != nil || !next.IsZero() {
 		t.Fatalf("RunDue while paused = %v, %v", next, err)
 	}
@@ -215,7 +219,7 @@ func TestSchedulerBerlinDSTOneJobADay(t *testing.T) {
 	} {
 		clock := newFakeClock(utc(tc.from))
 		f.schedule(t, tc.name, "30 2 * * *", "Europe/Berlin", clock.Now())
-		sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{Now: clock.Now})
+		sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 		for end := clock.Now().Add(3 * 24 * time.Hour); clock.Now().Before(end); clock.add(10 * time.Minute) {
 			if _, err := sch.RunDue(f.ctx); err != nil {
 				t.Fatal(err)
@@ -241,8 +245,8 @@ func TestSchedulerWokenByChange(t *testing.T) {
 	f := setup(t, 8)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	fired := make(chan queue.Fired, 100)
-	sch := queue.NewScheduler(f.pool, queue.SchedulerConfig{OnFire: func(fd queue.Fired) { fired <- fd }})
+	fired := make(chan maintenance.Fired, 100)
+	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{OnFire: func(fd maintenance.Fired) { fired <- fd }})
 	done := make(chan struct{})
 	go func() { _ = sch.Run(ctx); close(done) }()
 	f.schedule(t, "w", "@daily", "", time.Now())
@@ -267,45 +271,4 @@ func TestSchedulerWokenByChange(t *testing.T) {
 	}
 	cancel()
 	<-done
-}
-
-func TestScheduleCreateInvalid(t *testing.T) {
-	t.Parallel()
-	f := setup(t, 4)
-	now := utc("2026-12-01T00:00:00Z")
-	good := queue.NewJob{Kind: "report"}
-	f.schedule(t, "taken", "@daily", "", now)
-	for _, tc := range []struct {
-		name  string
-		ns    queue.NewSchedule
-		field string
-	}{
-		{"BadName", queue.NewSchedule{Name: "Bad Name", Cron: "@daily", Job: good}, "name"},
-		{"EmptyName", queue.NewSchedule{Name: "", Cron: "@daily", Job: good}, "name"},
-		{"LongName", queue.NewSchedule{Name: string(make([]byte, 65)), Cron: "@daily", Job: good}, "name"},
-		{"BadCron", queue.NewSchedule{Name: "a", Cron: "every day", Job: good}, "cron"},
-		{"BadTimezone", queue.NewSchedule{Name: "a", Cron: "@daily", Timezone: "Nowhere/City", Job: good}, "timezone"},
-		{"BadKind", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "Bad Kind"}}, "job.kind"},
-		{"BadPayload", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", Payload: json.RawMessage(`[1]`)}}, "job.payload"},
-		{"RunAt", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", RunAt: &now}}, "job.run_at"},
-		{"IdempotencyKey", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", IdempotencyKey: ptr("x")}}, "job.idempotency_key"},
-		{"Investigation", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "app_investigation", Payload: json.RawMessage(`{}`)}}, "job.app"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.client.CreateSchedule(f.ctx, tc.ns, now)
-			var ve *queue.ValidationError
-			if !errors.As(err, &ve) || ve.Field != tc.field {
-				t.Fatalf("err %v, want a validation error on %s", err, tc.field)
-			}
-		})
-	}
-	if _, err := f.client.CreateSchedule(f.ctx, queue.NewSchedule{Name: "taken", Cron: "@hourly", Job: good}, now); !errors.Is(err, queue.ErrScheduleExists) {
-		t.Fatalf("duplicate name: %v", err)
-	}
-	if _, err := f.client.UpdateSchedule(f.ctx, "taken", queue.SchedulePatch{Cron: ptr("* *")}, now); err == nil {
-		t.Fatal("PATCH with a bad cron accepted")
-	}
-	if s, _ := f.client.Schedule(f.ctx, "taken"); s.Cron != "@daily" {
-		t.Fatalf("a refused PATCH changed the cron to %q", s.Cron)
-	}
 }

@@ -1,4 +1,4 @@
-package queue_test
+package maintenance_test
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -65,10 +66,10 @@ func TestPruneScale(t *testing.T) {
 		latencies <- lat
 	}()
 	time.Sleep(3 * time.Second) // a baseline before the prune starts
-	p := queue.NewPruner(f.pool, queue.PrunerConfig{Retention: queue.DefaultRetention()})
+	p := maintenance.NewPruner(f.pool, maintenance.PrunerConfig{Retention: maintenance.DefaultRetention()})
 	pruning.Store(true)
 	start := time.Now()
-	res, err := p.Prune(f.ctx, queue.PruneOptions{})
+	res, err := p.Prune(f.ctx, maintenance.PruneOptions{})
 	took := time.Since(start)
 	stop.Store(true)
 	lats := <-latencies

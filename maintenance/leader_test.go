@@ -1,11 +1,11 @@
-package queue_test
+package maintenance_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/maintenance"
 )
 
 // A standby reaper waits for as long as the active one lives. While it
@@ -17,8 +17,8 @@ func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
 	f := setup(t, 8)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	r1 := queue.NewReaper(f.pool, queue.ReaperConfig{})
-	r2 := queue.NewReaper(f.pool, queue.ReaperConfig{})
+	r1 := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
+	r2 := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
 	go func() { _ = r1.Run(ctx) }()
 	waitFor(t, "first reaper active", r1.Active)
 	go func() { _ = r2.Run(ctx) }()

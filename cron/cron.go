@@ -1,4 +1,6 @@
-package queue
+// Package cron parses the cron expressions of schedules and computes
+// their ticks in a timezone.
+package cron
 
 import (
 	"fmt"
@@ -36,8 +38,8 @@ const (
 	cronHorizon = 5 * 366 // days
 )
 
-// Cron is a parsed schedule: when its ticks fall.
-type Cron struct {
+// Schedule is a parsed cron expression: when its ticks fall.
+type Schedule struct {
 	every time.Duration // @every; the fields below are unused then
 	loc   *time.Location
 
@@ -73,12 +75,12 @@ func LoadTimezone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// ParseCron parses a 5-field cron expression (minute hour day-of-month
+// Parse parses a 5-field cron expression (minute hour day-of-month
 // month day-of-week), a descriptor (@hourly, @daily, @weekly, @monthly,
 // @yearly) or @every DURATION (whole seconds, 1s to 366 days), for the
-// timezone tz (an IANA name; "" is UTC). Errors are *ValidationError on
-// the field "cron" or "timezone".
-func ParseCron(expr, tz string) (*Cron, error) {
+// timezone tz (an IANA name; "" is UTC). Errors are *Error on the field
+// "cron" or "timezone".
+func Parse(expr, tz string) (*Schedule, error) {
 	loc, err := LoadTimezone(tz)
 	if err != nil {
 		return nil, err
@@ -104,7 +106,7 @@ func ParseCron(expr, tz string) (*Cron, error) {
 	if len(fields) != 5 {
 		return nil, invalid("cron", "must have five fields (minute hour day month weekday), not %d", len(fields))
 	}
-	c := &Cron{loc: loc}
+	c := &Schedule{loc: loc}
 	specs := []struct {
 		name     string
 		min, max int
@@ -135,7 +137,7 @@ func ParseCron(expr, tz string) (*Cron, error) {
 	return c, nil
 }
 
-func parseEvery(s string, loc *time.Location) (*Cron, error) {
+func parseEvery(s string, loc *time.Location) (*Schedule, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return nil, invalid("cron", "@every takes a duration such as 30s, 5m or 1h30m")
@@ -143,7 +145,7 @@ func parseEvery(s string, loc *time.Location) (*Cron, error) {
 	if d < MinEvery || d > MaxEvery || d%time.Second != 0 {
 		return nil, invalid("cron", "@every must be whole seconds, from 1s to %s", MaxEvery)
 	}
-	return &Cron{every: d, loc: loc}, nil
+	return &Schedule{every: d, loc: loc}, nil
 }
 
 var (
@@ -212,11 +214,11 @@ func fieldValue(s string, lo, hi int, names []string) (int, error) {
 }
 
 // Every is the interval of an @every schedule, 0 for a cron expression.
-func (c *Cron) Every() time.Duration { return c.every }
+func (c *Schedule) Every() time.Duration { return c.every }
 
 // Next is the first tick strictly after t, or the zero time when there is
 // none within five years.
-func (c *Cron) Next(t time.Time) time.Time {
+func (c *Schedule) Next(t time.Time) time.Time {
 	if c.every > 0 {
 		return time.Unix(0, 0).Add((t.Sub(time.Unix(0, 0)) / c.every) * c.every).Add(c.every).UTC()
 	}
@@ -272,7 +274,7 @@ func wallTime(t time.Time) time.Time {
 
 // Prev is the last tick at or before t and after since; ok is false when
 // there is none in (since, t].
-func (c *Cron) Prev(since, t time.Time) (tick time.Time, ok bool) {
+func (c *Schedule) Prev(since, t time.Time) (tick time.Time, ok bool) {
 	if c.every > 0 {
 		p := time.Unix(0, 0).Add((t.Sub(time.Unix(0, 0)) / c.every) * c.every).UTC()
 		return p, p.After(since)
@@ -295,7 +297,7 @@ func (c *Cron) Prev(since, t time.Time) (tick time.Time, ok bool) {
 	return tick, ok
 }
 
-func (c *Cron) dayMatches(d time.Time) bool {
+func (c *Schedule) dayMatches(d time.Time) bool {
 	if c.month&(1<<int(d.Month())) == 0 {
 		return false
 	}
@@ -312,7 +314,7 @@ func (c *Cron) dayMatches(d time.Time) bool {
 // occurrence when the clock shows it twice; when the clock skips it, the
 // instant it would be with the offset before the jump (02:30 becomes
 // 03:30 after a one-hour jump forward).
-func (c *Cron) resolve(y int, mo time.Month, d, h, mi int) time.Time {
+func (c *Schedule) resolve(y int, mo time.Month, d, h, mi int) time.Time {
 	wall := time.Date(y, mo, d, h, mi, 0, 0, time.UTC)
 	// The offsets in force a day before and a day after: clocks change at
 	// most once in between.

@@ -1,4 +1,4 @@
-package queue_test
+package maintenance_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkReclaimDelay(b *testing.B) {
 	ctx := context.Background()
 	client := queue.NewClient(pool, nil)
 	reaped := make(chan queue.Reaped, 1)
-	r := queue.NewReaper(pool, queue.ReaperConfig{OnReap: func(rp queue.Reaped) { reaped <- rp }})
+	r := maintenance.NewReaper(pool, maintenance.ReaperConfig{OnReap: func(rp queue.Reaped) { reaped <- rp }})
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = r.Run(rctx) }()

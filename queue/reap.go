@@ -1,0 +1,84 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// ReaperMaxSleep bounds the active reaper's sleep. A lease that ends
+// later cannot be missed: the reaper wakes before its deadline and plans
+// again. Claims of shorter leases, retries and scheduled jobs announce
+// their deadlines by NOTIFY. So an idle reaper costs two statements per
+// ReaperMaxSleep, and the default 30 s lease is claimed without a
+// notification.
+const ReaperMaxSleep = 30 * time.Second
+
+// reaperMaxSleep is ReaperMaxSleep as the claim statements know it.
+const reaperMaxSleep = ReaperMaxSleep
+
+// Reaped is one job taken back from an expired lease.
+type Reaped struct {
+	JobID      int64
+	Queue      string
+	State      State // pending, dead or cancelled
+	LeaseUntil time.Time
+	ReapedAt   time.Time
+}
+
+// ReapExpired takes back up to limit expired leases, by the database
+// clock, and wakes the workers of their queues.
+func (c *Client) ReapExpired(ctx context.Context, limit int32) ([]Reaped, error) {
+	rows, err := c.q.JobReapExpired(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reaping expired leases: %w", err)
+	}
+	out := make([]Reaped, 0, len(rows))
+	queues := map[string]bool{}
+	for _, row := range rows {
+		rp := Reaped{JobID: row.ID, Queue: row.Queue, State: State(row.State), ReapedAt: row.ReapedAt}
+		if row.LeaseUntil != nil {
+			rp.LeaseUntil = *row.LeaseUntil
+		}
+		out = append(out, rp)
+		// A job back to pending is due soon; one that ended may have
+		// freed room under a limit for the jobs waiting behind it.
+		queues[rp.Queue] = true
+	}
+	if len(queues) > 0 {
+		if err := c.q.JobNotify(ctx, strings.Join(mapKeys(queues), ",")); err != nil {
+			return out, fmt.Errorf("waking workers: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// NextDeadlines is how long until the earliest lease ends and until the
+// next scheduled job is due, by the database clock; math.MaxInt64 for
+// none.
+func (c *Client) NextDeadlines(ctx context.Context) (lease, due time.Duration, err error) {
+	next, err := c.q.JobNextDeadline(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading next deadline: %w", err)
+	}
+	return msDuration(next.LeaseWaitMs), msDuration(next.DueWaitMs), nil
+}
+
+// msDuration turns a wait the database computed into a duration; +Inf
+// and what does not fit become the longest one.
+func msDuration(ms float64) time.Duration {
+	if math.IsInf(ms, 1) || ms >= float64(math.MaxInt64/int64(time.Millisecond)) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// AnnounceDue wakes every idle worker: scheduled jobs have fallen due.
+func (c *Client) AnnounceDue(ctx context.Context) error {
+	if err := c.q.JobNotify(ctx, ""); err != nil {
+		return fmt.Errorf("announcing due jobs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// fakeClock is the scheduler's clock in tests.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock(at time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.set(at)
+	return c
+}
+
+func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *fakeClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
+
+func (f *fixture) schedule(t *testing.T, name, cron, tz string, now time.Time) queue.Schedule {
+	t.Helper()
+	s, err := f.client.CreateSchedule(f.ctx, queue.NewSchedule{
+		Name: name, Cron: cron, Timezone: tz,
+		Job: queue.NewJob{Kind: "report", Queue: "nightly", Payload: json.RawMessage(`{"app":"com.example.notes"}`)},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// scheduledJobs lists the keys of the jobs schedule name made, in order.
+func (f *fixture) scheduledJobs(t *testing.T, name string) []string {
+	t.Helper()
+	rows, err := f.pool.Query(f.ctx, `SELECT idempotency_key FROM jobs WHERE schedule = $1 ORDER BY id`, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}
+
+func TestScheduleCreateInvalid(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	now := utc("2026-12-01T00:00:00Z")
+	good := queue.NewJob{Kind: "report"}
+	f.schedule(t, "taken", "@daily", "", now)
+	for _, tc := range []struct {
+		name  string
+		ns    queue.NewSchedule
+		field string
+	}{
+		{"BadName", queue.NewSchedule{Name: "Bad Name", Cron: "@daily", Job: good}, "name"},
+		{"EmptyName", queue.NewSchedule{Name: "", Cron: "@daily", Job: good}, "name"},
+		{"LongName", queue.NewSchedule{Name: string(make([]byte, 65)), Cron: "@daily", Job: good}, "name"},
+		{"BadCron", queue.NewSchedule{Name: "a", Cron: "every day", Job: good}, "cron"},
+		{"BadTimezone", queue.NewSchedule{Name: "a", Cron: "@daily", Timezone: "Nowhere/City", Job: good}, "timezone"},
+		{"BadKind", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "Bad Kind"}}, "job.kind"},
+		{"BadPayload", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", Payload: json.RawMessage(`[1]`)}}, "job.payload"},
+		{"RunAt", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", RunAt: &now}}, "job.run_at"},
+		{"IdempotencyKey", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", IdempotencyKey: ptr("x")}}, "job.idempotency_key"},
+		{"Investigation", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "app_investigation", Payload: json.RawMessage(`{}`)}}, "job.app"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.client.CreateSchedule(f.ctx, tc.ns, now)
+			var ve *queue.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field {
+				t.Fatalf("err %v, want a validation error on %s", err, tc.field)
+			}
+		})
+	}
+	if _, err := f.client.CreateSchedule(f.ctx, queue.NewSchedule{Name: "taken", Cron: "@hourly", Job: good}, now); !errors.Is(err, queue.ErrScheduleExists) {
+		t.Fatalf("duplicate name: %v", err)
+	}
+	if _, err := f.client.UpdateSchedule(f.ctx, "taken", queue.SchedulePatch{Cron: ptr("* *")}, now); err == nil {
+		t.Fatal("PATCH with a bad cron accepted")
+	}
+	if s, _ := f.client.Schedule(f.ctx, "taken"); s.Cron != "@daily" {
+		t.Fatalf("a refused PATCH changed the cron to %q", s.Cron)
+	}
+}
