@@ -42,41 +42,100 @@ import (
 
 func main() {
 	out := flag.String("o", "db/schema.sql", "the file to write; - for standard output")
+	compare := flag.String("compare", "", "compare the schema with this file instead of writing it (make check)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *out); err != nil {
+	var err error
+	if *compare != "" {
+		err = check(ctx, *compare)
+	} else {
+		err = run(ctx, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "schemadump:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, out string) error {
+	schema, _, err := dump(ctx)
+	if err != nil {
+		return err
+	}
+	if out == "-" {
+		_, err := os.Stdout.Write(schema)
+		return err
+	}
+	return os.WriteFile(out, schema, 0o644)
+}
+
+// majorLine finds the PostgreSQL major a schema file was dumped with.
+var majorLine = regexp.MustCompile(`as pg_dump of PostgreSQL (\d+)`)
+
+// check compares the migrated schema with the committed file. Another
+// PostgreSQL major prints the same schema differently, so a file dumped by
+// another major is not compared (a newcomer's machine may have any; CI has
+// the major the file records) and check says so.
+func check(ctx context.Context, file string) error {
+	committed, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	schema, major, err := dump(ctx)
+	if err != nil {
+		return err
+	}
+	if m := majorLine.FindSubmatch(committed); m != nil && string(m[1]) != strconv.Itoa(major) {
+		fmt.Printf("schemadump: %s was dumped by PostgreSQL %s and this server is %d: not compared\n", file, m[1], major)
+		return nil
+	}
+	if bytes.Equal(committed, schema) {
+		return nil
+	}
+	tmp, err := os.CreateTemp("", "schema-*.sql")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(schema); err != nil {
+		return err
+	}
+	tmp.Close()
+	diff := exec.CommandContext(ctx, "diff", "-u", "--label", file, "--label", "the migrated schema", file, tmp.Name())
+	diff.Stdout, diff.Stderr = os.Stdout, os.Stderr
+	_ = diff.Run() // exits 1 on a difference, which is known already
+	return fmt.Errorf("%s does not match the migrations (run make generate and commit it)", file)
+}
+
+// dump migrates a fresh database and returns its schema, normalized, and
+// the server's major version.
+func dump(ctx context.Context) ([]byte, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	adminURL, err := serverURL(ctx)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+		return nil, 0, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.Background())
 
 	var versionNum int
 	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&versionNum); err != nil {
-		return fmt.Errorf("reading the server's version: %w", err)
+		return nil, 0, fmt.Errorf("reading the server's version: %w", err)
 	}
 	major := versionNum / 10000
 	pgDump, err := findPgDump(ctx, major)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 
 	name := "lh_schema_" + randomHex(6)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return fmt.Errorf("creating database %s: %w", name, err)
+		return nil, 0, fmt.Errorf("creating database %s: %w", name, err)
 	}
 	defer func() {
 		// Dropped even when the dump failed or was interrupted.
@@ -90,12 +149,12 @@ func run(ctx context.Context, out string) error {
 
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("opening database %s: %w", name, err)
+		return nil, 0, fmt.Errorf("opening database %s: %w", name, err)
 	}
 	err = db.Migrate(pool)
 	pool.Close()
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 
 	var dump, stderr bytes.Buffer
@@ -103,7 +162,7 @@ func run(ctx context.Context, out string) error {
 		"--exclude-table=public.schema_migrations", "--dbname="+dbURL)
 	cmd.Stdout, cmd.Stderr = &dump, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("running %s: %w: %s", pgDump, err, strings.TrimSpace(stderr.String()))
+		return nil, 0, fmt.Errorf("running %s: %w: %s", pgDump, err, strings.TrimSpace(stderr.String()))
 	}
 
 	var b bytes.Buffer
@@ -112,14 +171,10 @@ func run(ctx context.Context, out string) error {
 	b.WriteString("-- `make generate` (db/schemadump); never edit it: write a migration.\n")
 	b.WriteString("-- What each function and trigger is for: docs/schema.md.\n\n")
 	if err := normalize(&b, &dump); err != nil {
-		return err
+		return nil, 0, err
 	}
 
-	if out == "-" {
-		_, err := os.Stdout.Write(b.Bytes())
-		return err
-	}
-	return os.WriteFile(out, b.Bytes(), 0o644)
+	return b.Bytes(), major, nil
 }
 
 // serverURL is TEST_DATABASE_URL, or the private test cluster's admin
