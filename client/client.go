@@ -39,6 +39,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/leasehold/leasehold/api"
 )
 
 // Client calls one Leasehold server with one admin token. It is safe for
@@ -70,7 +72,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 }
 
 // Error is an answer of the server that is not a success: its status and
-// the API's {"error", "field"} body.
+// the API's {"error", "field", "code"} body.
 type Error struct {
 	Status int
 	// Message is the API's "error".
@@ -78,6 +80,10 @@ type Error struct {
 	// Field names the request field at fault ("kind", "jobs[3].priority"),
 	// or is empty.
 	Field string
+	// Code is the API's stable word for the kind of answer
+	// (api.CodeNotFound, api.CodeConflict, …): decide on it, not on
+	// Message. Empty when the answer did not come from the API.
+	Code api.Code
 }
 
 func (e *Error) Error() string {
@@ -142,12 +148,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 func readError(res *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	e := &Error{Status: res.StatusCode}
-	var body struct {
-		Error string `json:"error"`
-		Field string `json:"field"`
-	}
+	var body api.Error
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
-		e.Message, e.Field = body.Error, body.Field
+		e.Message, e.Field, e.Code = body.Error, body.Field, body.Code
 	} else {
 		// Not the API's shape: a proxy in between, say.
 		e.Message = strings.TrimSpace(cmp.Or(string(raw), http.StatusText(res.StatusCode)))

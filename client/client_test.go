@@ -65,14 +65,14 @@ func TestSubmitGetAndIdempotency(t *testing.T) {
 	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	prio := int32(3)
 	nj := client.NewJob{
-		Kind: "app_investigation", Queue: "phones", Priority: prio, IdempotencyKey: "notes-1", RunAt: &runAt,
+		Kind: "app_investigation", Queue: "phones", Priority: prio, IdempotencyKey: new("notes-1"), RunAt: &runAt,
 		Payload: json.RawMessage(`{"app":"com.example.notes"}`),
 	}
 	job, err := f.client.Submit(f.ctx, nj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.ID == 0 || job.State != client.StatePending || job.Queue != "phones" || job.Priority != prio || !job.RunAt.Equal(runAt) {
+	if job.ID == 0 || job.State != client.StatePending || job.Queue != "phones" || job.Priority != prio || !job.RunAt.Time().Equal(runAt) {
 		t.Errorf("submitted %+v", job)
 	}
 	again, err := f.client.Submit(f.ctx, nj)

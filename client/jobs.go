@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/leasehold/leasehold/api"
 )
 
 // Submit submits one job. When its idempotency key names the same job
@@ -22,13 +24,8 @@ func (c *Client) Submit(ctx context.Context, j NewJob) (Job, error) {
 // SubmitBatch submits up to 10,000 jobs at once: all of them, or none when
 // one is invalid (the *Error's Field then names it, "jobs[3].kind").
 func (c *Client) SubmitBatch(ctx context.Context, jobs []NewJob) ([]Job, error) {
-	var body struct {
-		Jobs []Job `json:"jobs"`
-	}
-	req := struct {
-		Jobs []NewJob `json:"jobs"`
-	}{jobs}
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/jobs/batch", nil, req, &body)
+	var body api.Jobs
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/jobs/batch", nil, api.NewJobs{Jobs: jobs}, &body)
 	return body.Jobs, err
 }
 
@@ -137,9 +134,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 // Workers returns the workers seen in the last 24 hours, latest first,
 // with their phones' facts, health and outcomes.
 func (c *Client) Workers(ctx context.Context) ([]WorkerStatus, error) {
-	var body struct {
-		Workers []WorkerStatus `json:"workers"`
-	}
+	var body api.Workers
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/workers", nil, nil, &body)
 	return body.Workers, err
 }

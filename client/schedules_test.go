@@ -15,7 +15,7 @@ func TestSchedules(t *testing.T) {
 		Name: "nightly", Cron: "30 2 * * *", Timezone: "Europe/Berlin",
 		Job: client.NewJob{Kind: "report", Queue: "reports", Payload: []byte(`{"app":"com.example.notes"}`)},
 	})
-	if err != nil || s.Name != "nightly" || s.Job.Queue != "reports" || s.Job.MaxAttempts != 5 || s.NextRunAt == nil {
+	if err != nil || s.Name != "nightly" || s.Job.Queue != "reports" || s.Job.MaxAttempts == nil || *s.Job.MaxAttempts != 5 || s.NextRunAt == nil {
 		t.Fatalf("created %+v, %v", s, err)
 	}
 	var ce *client.Error

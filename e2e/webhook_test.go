@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/webhooksig"
 )
 
 const webhookSecret = "e2e-webhook-secret-0123456789abcdef"
@@ -52,7 +52,7 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 			status = http.StatusOK
 		}
 		h.mu.Lock()
-		h.got = append(h.got, hookDelivery{id: ev.ID, typ: ev.Type, sig: r.Header.Get(queue.WebhookSignatureHeader),
+		h.got = append(h.got, hookDelivery{id: ev.ID, typ: ev.Type, sig: r.Header.Get(webhooksig.Header),
 			body: body, status: status, jobID: ev.Job.ID})
 		h.mu.Unlock()
 		w.WriteHeader(status)
@@ -107,7 +107,7 @@ func TestWebhookRedeliveredAfterServerKill(t *testing.T) {
 		if d.id != got[0].id || d.typ != "job.dead" || d.jobID != id {
 			t.Fatalf("delivery %d: event %s %s of job %d, want %s job.dead of job %d", i+1, d.id, d.typ, d.jobID, got[0].id, id)
 		}
-		if err := queue.VerifyWebhook(webhookSecret, d.sig, d.body, time.Now(), 5*time.Minute); err != nil {
+		if err := webhooksig.Verify(webhookSecret, d.sig, d.body, time.Now(), 5*time.Minute); err != nil {
 			t.Fatalf("delivery %d: %v", i+1, err)
 		}
 		if want := http.StatusInternalServerError; i < len(got)-1 && d.status != want {
@@ -180,7 +180,7 @@ func TestWebhookInFlightAtSIGTERMSentAgainAtOnce(t *testing.T) {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(body, &ev)
-		if err := queue.VerifyWebhook(webhookSecret, r.Header.Get(queue.WebhookSignatureHeader), body, time.Now(), time.Minute); err != nil {
+		if err := webhooksig.Verify(webhookSecret, r.Header.Get(webhooksig.Header), body, time.Now(), time.Minute); err != nil {
 			t.Errorf("delivery: %v", err)
 		}
 		mu.Lock()

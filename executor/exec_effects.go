@@ -132,7 +132,7 @@ func (h execEffectsHandler) start(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.log.Info("effect started", "key", body.Key, "done", start.Done)
-	writeExecJSON(w, http.StatusOK, start)
+	writeExecJSON(w, http.StatusOK, start.API())
 }
 
 func (h execEffectsHandler) finish(w http.ResponseWriter, req *http.Request) {

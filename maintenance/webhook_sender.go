@@ -19,8 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/webhooksig"
 )
 
 // Webhook sender defaults.
@@ -282,29 +284,11 @@ func webhookBackoff(n int32, base, maxDelay time.Duration) time.Duration {
 	return min(d, maxDelay)
 }
 
-// webhookEvent is a delivery's body.
-type webhookEvent struct {
-	ID     string          `json:"id"`
-	Type   string          `json:"type"`
-	At     time.Time       `json:"at"`
-	Job    json.RawMessage `json:"job,omitempty"`
-	Worker *WebhookWorker  `json:"worker,omitempty"`
-}
-
-// WebhookWorker is a worker.offline event's worker.
-type WebhookWorker struct {
-	ID        string    `json:"id"`
-	Device    *string   `json:"device"`
-	Queues    []string  `json:"queues"`
-	StartedAt time.Time `json:"started_at"`
-	LastSeen  time.Time `json:"last_seen"`
-}
-
 // render builds an event's body: the job as the API shows it (as it is
 // at the first attempt; every later attempt sends the same body), or the
 // worker. A job deleted meanwhile is sent as its id alone.
 func (s *WebhookSender) render(ctx context.Context, row db.WebhookClaimDueRow) ([]byte, error) {
-	ev := webhookEvent{ID: row.EventID, Type: row.Type, At: row.At}
+	ev := api.WebhookEvent{ID: row.EventID, Type: row.Type, At: api.Time(row.At)}
 	switch {
 	case row.JobID != nil:
 		job, err := s.client.Get(ctx, *row.JobID)
@@ -314,18 +298,18 @@ func (s *WebhookSender) render(ctx context.Context, row db.WebhookClaimDueRow) (
 		case err != nil:
 			return nil, fmt.Errorf("reading the job of a webhook event: %w", err)
 		default:
-			if ev.Job, err = json.Marshal(job); err != nil {
+			if ev.Job, err = json.Marshal(job.API()); err != nil {
 				return nil, fmt.Errorf("encoding job: %w", err)
 			}
 		}
 	case row.WorkerID != nil:
-		ev.Worker = &WebhookWorker{ID: *row.WorkerID, Queues: []string{}}
+		ev.Worker = &api.WebhookWorker{ID: *row.WorkerID, Queues: []string{}}
 		w, err := s.q.WebhookWorkerGet(ctx, *row.WorkerID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("reading the worker of a webhook event: %w", err)
 		}
 		if err == nil {
-			ev.Worker = &WebhookWorker{ID: w.ID, Device: w.Device, Queues: w.Queues, StartedAt: w.StartedAt, LastSeen: w.LastSeen}
+			ev.Worker = &api.WebhookWorker{ID: w.ID, Device: w.Device, Queues: w.Queues, StartedAt: api.Time(w.StartedAt), LastSeen: api.Time(w.LastSeen)}
 		}
 	}
 	return json.Marshal(ev)
@@ -342,7 +326,7 @@ func (s *WebhookSender) post(ctx context.Context, row db.WebhookClaimDueRow, bod
 	req.Header.Set("User-Agent", "Leasehold-Webhooks/1")
 	req.Header.Set("Leasehold-Event-Id", row.EventID)
 	req.Header.Set("Leasehold-Event-Type", row.Type)
-	req.Header.Set(queue.WebhookSignatureHeader, queue.SignWebhook(s.cfg.Webhook.Secret, time.Now(), body))
+	req.Header.Set(webhooksig.Header, webhooksig.Sign(s.cfg.Webhook.Secret, time.Now(), body))
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return 0, err

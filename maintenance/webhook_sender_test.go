@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/webhooksig"
 )
 
 const testWebhookSecret = "test-webhook-secret-0123456789"
@@ -39,7 +41,7 @@ type webhookBody struct {
 	ID     string          `json:"id"`
 	Type   string          `json:"type"`
 	At     time.Time       `json:"at"`
-	Job    *queue.Job      `json:"job"`
+	Job    *api.Job        `json:"job"`
 	Worker json.RawMessage `json:"worker"`
 }
 
@@ -48,7 +50,7 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 	r := &receiver{answer: answer}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		d := delivery{at: time.Now(), sig: req.Header.Get(queue.WebhookSignatureHeader), body: body}
+		d := delivery{at: time.Now(), sig: req.Header.Get(webhooksig.Header), body: body}
 		if err := json.Unmarshal(body, &d.event); err != nil {
 			t.Errorf("body %s: %v", body, err)
 		}
@@ -153,14 +155,14 @@ func TestWebhookDeadJobDeliveredOnce(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", len(got))
 	}
 	d := got[0]
-	if err := queue.VerifyWebhook(testWebhookSecret, d.sig, d.body, time.Now(), time.Minute); err != nil {
+	if err := webhooksig.Verify(testWebhookSecret, d.sig, d.body, time.Now(), time.Minute); err != nil {
 		t.Fatalf("signature %q: %v", d.sig, err)
 	}
-	if err := queue.VerifyWebhook("not-the-secret-0123456789", d.sig, d.body, time.Now(), time.Minute); err == nil {
+	if err := webhooksig.Verify("not-the-secret-0123456789", d.sig, d.body, time.Now(), time.Minute); err == nil {
 		t.Fatal("a wrong secret verifies")
 	}
 	if d.event.ID == "" || d.event.Type != "job.dead" || d.event.Job == nil || d.event.Job.ID != job.ID ||
-		d.event.Job.State != queue.StateDead || d.event.Worker != nil {
+		d.event.Job.State != api.StateDead || d.event.Worker != nil {
 		t.Fatalf("body %s", d.body)
 	}
 	if d.event.At.IsZero() || d.event.At.Before(job.CreatedAt) {
@@ -210,7 +212,7 @@ func TestWebhookRetriedWithBackoff(t *testing.T) {
 		if d.event.ID != got[0].event.ID || string(d.body) != string(got[0].body) {
 			t.Fatalf("attempt %d: body %s, first %s: want the same event and body", i+1, d.body, got[0].body)
 		}
-		if err := queue.VerifyWebhook(testWebhookSecret, d.sig, d.body, time.Now(), time.Minute); err != nil {
+		if err := webhooksig.Verify(testWebhookSecret, d.sig, d.body, time.Now(), time.Minute); err != nil {
 			t.Fatalf("attempt %d: %v", i+1, err)
 		}
 		if i == 0 {

@@ -20,17 +20,17 @@ const (
 // Artifact is a stored screenshot or text file of one attempt. Its bytes
 // live in a file named by SHA256 (package artifact).
 type Artifact struct {
-	ID          int64     `json:"id"`
-	JobID       int64     `json:"-"`
-	Attempt     int32     `json:"attempt"`
-	Kind        string    `json:"kind"`
-	Name        string    `json:"name"`
-	ContentType string    `json:"content_type"`
-	Size        int64     `json:"size"`
-	SHA256      string    `json:"sha256"`
-	Width       *int32    `json:"width,omitempty"`
-	Height      *int32    `json:"height,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          int64
+	JobID       int64
+	Attempt     int32
+	Kind        string
+	Name        string
+	ContentType string
+	Size        int64
+	SHA256      string
+	Width       *int32
+	Height      *int32
+	CreatedAt   time.Time
 }
 
 // RecordArtifact records a stored file as an artifact of l's attempt.

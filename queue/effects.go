@@ -17,23 +17,23 @@ var effectKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 // Effect is an external action recorded in a job's side-effect ledger.
 type Effect struct {
-	Key       string          `json:"key"`
-	Attempt   int32           `json:"attempt"`
-	State     string          `json:"state"` // started or done
-	Result    json.RawMessage `json:"result"`
-	CreatedAt time.Time       `json:"created_at"`
+	Key       string
+	Attempt   int32
+	State     string // started or done
+	Result    json.RawMessage
+	CreatedAt time.Time
 }
 
 // EffectStart tells the holder of a lease whether to perform an effect.
 type EffectStart struct {
 	// Done means an earlier attempt recorded the effect: do not perform it
 	// again; Result is what it recorded.
-	Done   bool            `json:"done"`
-	Result json.RawMessage `json:"result,omitempty"`
+	Done   bool
+	Result json.RawMessage
 	// IdempotencyKey goes with the external call (an Idempotency-Key
 	// header, say), so that its receiver can drop a repeat: the one repeat
 	// the ledger cannot prevent is a crash between the call and FinishEffect.
-	IdempotencyKey string `json:"idempotency_key"`
+	IdempotencyKey string
 }
 
 // IdempotencyKey is the key an effect's external call carries: unique to

@@ -52,66 +52,66 @@ var (
 
 // Job is a unit of work and its current lease.
 type Job struct {
-	ID              int64           `json:"id"`
-	Kind            string          `json:"kind"`
-	Queue           string          `json:"queue"`
-	Priority        int32           `json:"priority"`
-	Payload         json.RawMessage `json:"payload"`
-	State           State           `json:"state"`
-	Attempt         int32           `json:"attempt"`
-	MaxAttempts     int32           `json:"max_attempts"`
-	CountedAttempts int32           `json:"counted_attempts"`
-	RunAt           time.Time       `json:"run_at"`
-	LeaseOwner      *string         `json:"lease_owner"`
-	LeaseUntil      *time.Time      `json:"lease_until"`
-	LeaseToken      int64           `json:"lease_token"`
-	LeaseMs         int32           `json:"lease_ms"`
-	HeartbeatAt     *time.Time      `json:"heartbeat_at"`
-	TimeoutMs       *int32          `json:"timeout_ms"`
-	CancelRequested bool            `json:"cancel_requested"`
-	IdempotencyKey  *string         `json:"idempotency_key"`
-	BackoffBaseMs   int32           `json:"backoff_base_ms"`
-	BackoffMaxMs    int32           `json:"backoff_max_ms"`
+	ID              int64
+	Kind            string
+	Queue           string
+	Priority        int32
+	Payload         json.RawMessage
+	State           State
+	Attempt         int32
+	MaxAttempts     int32
+	CountedAttempts int32
+	RunAt           time.Time
+	LeaseOwner      *string
+	LeaseUntil      *time.Time
+	LeaseToken      int64
+	LeaseMs         int32
+	HeartbeatAt     *time.Time
+	TimeoutMs       *int32
+	CancelRequested bool
+	IdempotencyKey  *string
+	BackoffBaseMs   int32
+	BackoffMaxMs    int32
 	// ConcurrencyKey, when set, limits how many jobs that share it run at
 	// once: this one starts only while fewer than ConcurrencyLimit do.
-	ConcurrencyKey   *string         `json:"concurrency_key"`
-	ConcurrencyLimit int32           `json:"concurrency_limit"`
-	LastError        *string         `json:"last_error"`
-	Result           json.RawMessage `json:"result"`
-	CreatedAt        time.Time       `json:"created_at"`
-	FinishedAt       *time.Time      `json:"finished_at"`
+	ConcurrencyKey   *string
+	ConcurrencyLimit int32
+	LastError        *string
+	Result           json.RawMessage
+	CreatedAt        time.Time
+	FinishedAt       *time.Time
 	// Schedule is the schedule that made the job, if one did.
-	Schedule *string `json:"schedule"`
+	Schedule *string
 }
 
 // Attempt is one claim of a job, from start to its outcome.
 type Attempt struct {
-	Number      int32      `json:"number"`
-	WorkerID    string     `json:"worker_id"`
-	LeaseToken  int64      `json:"lease_token"`
-	StartedAt   time.Time  `json:"started_at"`
-	HeartbeatAt *time.Time `json:"heartbeat_at"`
-	LeaseUntil  *time.Time `json:"lease_until"`
-	EndedAt     *time.Time `json:"ended_at"`
-	Outcome     *string    `json:"outcome"`
-	Error       *string    `json:"error"`
+	Number      int32
+	WorkerID    string
+	LeaseToken  int64
+	StartedAt   time.Time
+	HeartbeatAt *time.Time
+	LeaseUntil  *time.Time
+	EndedAt     *time.Time
+	Outcome     *string
+	Error       *string
 }
 
 // Event is one entry of a job's timeline.
 type Event struct {
-	At      time.Time       `json:"at"`
-	Type    string          `json:"type"`
-	Attempt *int32          `json:"attempt"`
-	Detail  json.RawMessage `json:"detail"`
+	At      time.Time
+	Type    string
+	Attempt *int32
+	Detail  json.RawMessage
 }
 
 // JobDetail is a job with its history.
 type JobDetail struct {
 	Job
-	Attempts  []Attempt  `json:"attempts"`
-	Artifacts []Artifact `json:"artifacts"`
-	Events    []Event    `json:"events"`
-	Effects   []Effect   `json:"effects"`
+	Attempts  []Attempt
+	Artifacts []Artifact
+	Events    []Event
+	Effects   []Effect
 }
 
 // Lease identifies one attempt's hold on a job: every write of the attempt

@@ -101,10 +101,10 @@ func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease 
 
 // HeartbeatResult is what a renewed lease tells its worker.
 type HeartbeatResult struct {
-	LeaseUntil      time.Time `json:"lease_until"`
-	CancelRequested bool      `json:"cancel_requested"`
+	LeaseUntil      time.Time
+	CancelRequested bool
 	// Remaining is how long the lease has left by the database clock.
-	Remaining time.Duration `json:"-"`
+	Remaining time.Duration
 }
 
 // Heartbeat extends l's lease. ErrLeaseLost means the worker must stop the

@@ -16,18 +16,18 @@ const maxQueues = 1000
 
 // QueueInfo is a queue's settings and how many of its jobs wait and run.
 type QueueInfo struct {
-	Name   string `json:"name"`
-	Paused bool   `json:"paused"`
+	Name   string
+	Paused bool
 	// PausedBy and PausedAt describe the latest pause (kept after a resume).
-	PausedBy *string    `json:"paused_by"`
-	PausedAt *time.Time `json:"paused_at"`
+	PausedBy *string
+	PausedAt *time.Time
 	// MaxRunning caps the queue's running jobs; nil: no cap.
-	MaxRunning *int32 `json:"max_running"`
+	MaxRunning *int32
 	// Pending is exact up to PendingCountCap; past it, Pending is
 	// PendingCountCap and PendingOver is true.
-	Pending     int64 `json:"pending"`
-	PendingOver bool  `json:"pending_over"`
-	Running     int64 `json:"running"`
+	Pending     int64
+	PendingOver bool
+	Running     int64
 }
 
 // PendingCountCap is how far a queue's pending jobs are counted.

@@ -117,11 +117,11 @@ func (c *Client) Counts(ctx context.Context) (Counts, error) {
 
 // Worker is a worker process as last seen.
 type Worker struct {
-	ID       string    `json:"id"`
-	LastSeen time.Time `json:"last_seen"`
-	Device   *string   `json:"device"`
-	Queues   []string  `json:"queues"`
-	Running  int64     `json:"running"`
+	ID       string
+	LastSeen time.Time
+	Device   *string
+	Queues   []string
+	Running  int64
 }
 
 // Workers lists the workers seen within the last window, by the database

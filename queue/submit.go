@@ -37,23 +37,23 @@ var (
 // NewJob is a job as submitted. Pointer fields are optional and take the
 // documented defaults.
 type NewJob struct {
-	Kind           string          `json:"kind"`
-	Queue          string          `json:"queue"`
-	Priority       int32           `json:"priority"`
-	Payload        json.RawMessage `json:"payload"`
-	MaxAttempts    *int32          `json:"max_attempts"`
-	RunAt          *time.Time      `json:"run_at"`
-	TimeoutMs      *int32          `json:"timeout_ms"`
-	IdempotencyKey *string         `json:"idempotency_key"`
-	BackoffBaseMs  *int32          `json:"backoff_base_ms"`
-	BackoffMaxMs   *int32          `json:"backoff_max_ms"`
+	Kind           string
+	Queue          string
+	Priority       int32
+	Payload        json.RawMessage
+	MaxAttempts    *int32
+	RunAt          *time.Time
+	TimeoutMs      *int32
+	IdempotencyKey *string
+	BackoffBaseMs  *int32
+	BackoffMaxMs   *int32
 	// Schedule names the schedule that makes this job; only the scheduler
 	// sets it.
-	Schedule *string `json:"-"`
+	Schedule *string
 	// ConcurrencyKey: at most ConcurrencyLimit (default 1) running jobs
 	// share it at once.
-	ConcurrencyKey   *string `json:"concurrency_key"`
-	ConcurrencyLimit *int32  `json:"concurrency_limit"`
+	ConcurrencyKey   *string
+	ConcurrencyLimit *int32
 
 	// Filled in by Normalize from the payload.
 	app, device *string

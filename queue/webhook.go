@@ -2,16 +2,11 @@ package queue
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // The webhook event types.
@@ -111,61 +106,4 @@ func (c *Client) WebhookPending(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("counting webhook events: %w", err)
 	}
 	return n, nil
-}
-
-// WebhookSignatureHeader carries "t=UNIX,v1=HEX", HEX being
-// hex(HMAC-SHA256(secret, t + "." + body)).
-const WebhookSignatureHeader = "Leasehold-Signature"
-
-// SignWebhook returns the signature header's value for body sent at t.
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(webhookMAC(secret, ts, body))
-}
-
-func webhookMAC(secret, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte("."))
-	m.Write(body)
-	return m.Sum(nil)
-}
-
-// ErrWebhookSignature means a signature does not match the body and
-// secret, or is too old.
-var ErrWebhookSignature = errors.New("webhook signature does not verify")
-
-// VerifyWebhook checks a signature header as a receiver would: the MAC
-// (in constant time) and, when tolerance > 0, that t is within tolerance
-// of now (a replayed old request fails).
-func VerifyWebhook(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	var ts string
-	var macs [][]byte
-	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			if b, err := hex.DecodeString(v); err == nil {
-				macs = append(macs, b)
-			}
-		}
-	}
-	unix, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(macs) == 0 {
-		return fmt.Errorf("%w: want t=UNIX,v1=HEX", ErrWebhookSignature)
-	}
-	if tolerance > 0 {
-		if d := now.Sub(time.Unix(unix, 0)); d > tolerance || d < -tolerance {
-			return fmt.Errorf("%w: signed %s from now", ErrWebhookSignature, d.Round(time.Second))
-		}
-	}
-	want := webhookMAC(secret, ts, body)
-	for _, m := range macs {
-		if hmac.Equal(m, want) {
-			return nil
-		}
-	}
-	return ErrWebhookSignature
 }

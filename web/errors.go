@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -19,6 +20,8 @@ type apiError struct {
 	Message string
 	// Field names the request field at fault, when there is one.
 	Field string
+	// Code is the answer's api.Code; empty: the one of Status.
+	Code api.Code
 }
 
 func (e *apiError) Error() string {
@@ -26,12 +29,6 @@ func (e *apiError) Error() string {
 		return e.Field + ": " + e.Message
 	}
 	return e.Message
-}
-
-// errorBody is the JSON of every error response.
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
 }
 
 func badRequest(field, format string, args ...any) *apiError {
@@ -50,6 +47,9 @@ func (s *server) handleError(err error, c echo.Context) {
 		return
 	}
 	status, body := s.describe(err, c)
+	if body.Code == "" {
+		body.Code = codeOf(status)
+	}
 	if status == http.StatusUnauthorized {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
 	}
@@ -63,7 +63,42 @@ func (s *server) handleError(err error, c echo.Context) {
 	}
 }
 
-func (s *server) describe(err error, c echo.Context) (int, errorBody) {
+// codeOf is the api.Code of an error answer with status.
+func codeOf(status int) api.Code {
+	switch status {
+	case http.StatusBadRequest:
+		return api.CodeInvalid
+	case http.StatusUnauthorized:
+		return api.CodeUnauthorized
+	case http.StatusForbidden:
+		return api.CodeForbidden
+	case http.StatusNotFound:
+		return api.CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return api.CodeMethodNotAllowed
+	case http.StatusRequestTimeout:
+		return api.CodeTimeout
+	case http.StatusConflict:
+		return api.CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
+	case http.StatusUnsupportedMediaType:
+		return api.CodeUnsupportedMediaType
+	case http.StatusServiceUnavailable:
+		return api.CodeUnavailable
+	case statusClientClosed:
+		return api.CodeClientClosed
+	}
+	if status >= 500 {
+		return api.CodeInternal
+	}
+	return api.CodeInvalid
+}
+
+// statusClientClosed answers a request whose client went away (nginx's 499).
+const statusClientClosed = 499
+
+func (s *server) describe(err error, c echo.Context) (int, api.Error) {
 	var (
 		ae       *apiError
 		ve       *queue.ValidationError
@@ -72,31 +107,31 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 	)
 	switch {
 	case errors.As(err, &ae):
-		return ae.Status, errorBody{Error: ae.Message, Field: ae.Field}
+		return ae.Status, api.Error{Error: ae.Message, Field: ae.Field, Code: ae.Code}
 	case errors.As(err, &ve):
-		return http.StatusBadRequest, errorBody{Error: ve.Message, Field: ve.Field}
+		return http.StatusBadRequest, api.Error{Error: ve.Message, Field: ve.Field}
 	case errors.Is(err, queue.ErrNotFound):
-		return http.StatusNotFound, errorBody{Error: "job not found"}
+		return http.StatusNotFound, api.Error{Error: "job not found"}
 	case errors.Is(err, queue.ErrLeaseLost):
 		// The worker's lease is not current: it must stop the job.
-		return http.StatusConflict, errorBody{Error: "lease lost"}
+		return http.StatusConflict, api.Error{Error: api.LeaseLost, Code: api.CodeLeaseLost}
 	case errors.Is(err, queue.ErrIdempotencyConflict):
-		return http.StatusConflict, errorBody{Error: err.Error(), Field: "idempotency_key"}
+		return http.StatusConflict, api.Error{Error: err.Error(), Field: "idempotency_key"}
 	case errors.As(err, &tooLarge):
-		return http.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
+		return http.StatusRequestEntityTooLarge, api.Error{Error: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
 	case errors.As(err, &he):
 		msg := fmt.Sprint(he.Message)
 		if msg == http.StatusText(he.Code) {
 			msg = strings.ToLower(msg)
 		}
-		return he.Code, errorBody{Error: msg}
+		return he.Code, api.Error{Error: msg}
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads this answer.
-		return 499, errorBody{Error: "client closed request"}
+		return statusClientClosed, api.Error{Error: "client closed request"}
 	case errors.Is(err, errPanicked):
-		return http.StatusInternalServerError, errorBody{Error: "internal error"}
+		return http.StatusInternalServerError, api.Error{Error: "internal error", Code: api.CodeInternal}
 	default:
 		s.logger.Error("serving request", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		return http.StatusInternalServerError, errorBody{Error: "internal error"}
+		return http.StatusInternalServerError, api.Error{Error: "internal error", Code: api.CodeInternal}
 	}
 }

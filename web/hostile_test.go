@@ -266,7 +266,7 @@ func TestPanicIsJSON500(t *testing.T) {
 	e.GET("/boom", func(echo.Context) error { panic("boom") })
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/boom", nil))
-	if rec.Code != http.StatusInternalServerError || rec.Body.String() != "{\"error\":\"internal error\"}\n" {
+	if rec.Code != http.StatusInternalServerError || rec.Body.String() != "{\"error\":\"internal error\",\"code\":\"internal\"}\n" {
 		t.Errorf("panic answered %d %q", rec.Code, rec.Body.String())
 	}
 	logs := f.logs.String()

@@ -5,44 +5,22 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
 
-// Bounds of bulk retry and cancel.
-const (
-	maxBulkIDs = 10_000
-	// maxBulkJobs is the most changed jobs a bulk answer spells out: a
-	// filter can select millions, whose full JSON would be gigabytes.
-	maxBulkJobs = 1000
-)
+// maxBulkIDs bounds the ids of a bulk retry or cancel.
+const maxBulkIDs = 10_000
 
-// selector is the body of a bulk retry or cancel: ids, a filter, or both
-// (then a job must match all of them).
-type selector struct {
-	IDs   []int64 `json:"ids"`
-	State string  `json:"state"`
-	Kind  string  `json:"kind"`
-	Queue string  `json:"queue"`
-}
-
-// bulkBody answers a bulk retry or cancel with the jobs it changed: count
-// and ids always, and the jobs themselves when there are at most
-// maxBulkJobs of them (otherwise "jobs" is left out; GET each or list
-// them). Selected jobs in a state the action does not apply to are
-// skipped, not an error: a bulk action never answers 409.
-type bulkBody struct {
-	Count int       `json:"count"`
-	IDs   []int64   `json:"ids"`
-	Jobs  []jobView `json:"jobs,omitzero"`
-}
-
-func newBulkBody(jobs []queue.Job) bulkBody {
-	b := bulkBody{Count: len(jobs), IDs: make([]int64, len(jobs))}
+// newBulkBody answers a bulk retry or cancel with the jobs it changed: a
+// bulk action never answers 409.
+func newBulkBody(jobs []queue.Job) api.BulkResult {
+	b := api.BulkResult{Count: len(jobs), IDs: make([]int64, len(jobs))}
 	for i, j := range jobs {
 		b.IDs[i] = j.ID
 	}
-	if len(jobs) <= maxBulkJobs {
-		b.Jobs = newJobViews(jobs)
+	if len(jobs) <= api.MaxBulkJobs {
+		b.Jobs = queue.JobsAPI(jobs)
 	}
 	return b
 }
@@ -54,7 +32,7 @@ func decodeSelector(c echo.Context) (queue.Filter, error) {
 	if err != nil {
 		return queue.Filter{}, err
 	}
-	var sel selector
+	var sel api.Selector
 	if err := decodeObject(body, &sel, ""); err != nil {
 		return queue.Filter{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -20,7 +21,7 @@ import (
 // bundleFile is an artifact as attempt.json lists it: its metadata, and
 // the entry of the zip that holds its bytes ("" when its file is missing).
 type bundleFile struct {
-	artifactView
+	api.Artifact
 	File string `json:"file"`
 }
 
@@ -37,9 +38,9 @@ type bundleStep struct {
 // timeline, its progress events alone, its files and its replay steps.
 type bundleManifest struct {
 	JobID     int64        `json:"job_id"`
-	Attempt   attemptView  `json:"attempt"`
-	Events    []eventView  `json:"events"`
-	Progress  []eventView  `json:"progress"`
+	Attempt   api.Attempt  `json:"attempt"`
+	Events    []api.Event  `json:"events"`
+	Progress  []api.Event  `json:"progress"`
 	Artifacts []bundleFile `json:"artifacts"`
 	Steps     []bundleStep `json:"steps"`
 }
@@ -88,7 +89,7 @@ func (s *server) jobBundle(c echo.Context) error {
 		panic(http.ErrAbortHandler)
 	}
 	files := make(map[int64]string, len(rec.Artifacts))
-	m := bundleManifest{JobID: id, Attempt: newAttemptView(rec.Attempt), Events: []eventView{}, Progress: []eventView{},
+	m := bundleManifest{JobID: id, Attempt: rec.Attempt.API(), Events: []api.Event{}, Progress: []api.Event{},
 		Artifacts: []bundleFile{}, Steps: []bundleStep{}}
 	for i, a := range rec.Artifacts {
 		entry := fmt.Sprintf("%03d-%s-%s", i+1, a.Kind, artifact.CleanName(a.Name))
@@ -101,10 +102,10 @@ func (s *server) jobBundle(c echo.Context) error {
 			abort(entry, err)
 		}
 		files[a.ID] = entry
-		m.Artifacts = append(m.Artifacts, bundleFile{artifactView: newArtifactView(a), File: entry})
+		m.Artifacts = append(m.Artifacts, bundleFile{Artifact: a.API(), File: entry})
 	}
 	for _, e := range rec.Events {
-		ev := eventView{At: apiTime(e.At), Type: e.Type, Attempt: e.Attempt, Detail: e.Detail}
+		ev := e.API()
 		m.Events = append(m.Events, ev)
 		if e.Type == "progress" {
 			m.Progress = append(m.Progress, ev)
@@ -154,12 +155,4 @@ func (s *server) bundleAdd(c echo.Context, zw *zip.Writer, entry string, a queue
 	}
 	c.Response().Flush()
 	return nil
-}
-
-func newAttemptView(a queue.Attempt) attemptView {
-	return attemptView{
-		Number: a.Number, WorkerID: a.WorkerID, LeaseToken: a.LeaseToken, StartedAt: apiTime(a.StartedAt),
-		HeartbeatAt: apiTimePtr(a.HeartbeatAt), LeaseUntil: apiTimePtr(a.LeaseUntil),
-		EndedAt: apiTimePtr(a.EndedAt), Outcome: a.Outcome, Error: a.Error,
-	}
 }

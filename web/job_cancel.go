@@ -25,7 +25,7 @@ func (s *server) jobCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 // jobCancelMany cancels the pending jobs a selector picks and asks the

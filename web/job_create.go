@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -46,13 +47,13 @@ func (s *server) jobCreate(c echo.Context) error {
 		status = http.StatusOK
 	}
 	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/api/v1/jobs/%d", job.ID))
-	return c.JSON(status, newJobView(job))
+	return c.JSON(status, job.API())
 }
 
-// jobRequest is queue.NewJob as it arrives over HTTP. run_at is read as a
+// jobRequest is api.NewJob as it arrives over HTTP. run_at is read as a
 // string here because encoding/json's time errors do not name the field.
 type jobRequest struct {
-	queue.NewJob
+	api.NewJob
 	RunAt *string `json:"run_at"`
 }
 
@@ -63,7 +64,7 @@ func decodeNewJob(data []byte, prefix string) (queue.NewJob, error) {
 	if err := decodeObject(data, &req, prefix); err != nil {
 		return queue.NewJob{}, err
 	}
-	nj := req.NewJob
+	nj := queue.NewJobFromAPI(req.NewJob)
 	if req.RunAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
 		if err != nil {
@@ -121,10 +122,5 @@ func (s *server) jobBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, jobsBody{Jobs: newJobViews(jobs)})
-}
-
-// jobsBody is a list of jobs.
-type jobsBody struct {
-	Jobs []jobView `json:"jobs"`
+	return c.JSON(http.StatusCreated, api.Jobs{Jobs: queue.JobsAPI(jobs)})
 }

@@ -18,7 +18,7 @@ func (s *server) jobGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobDetailView(d))
+	return c.JSON(http.StatusOK, d.API())
 }
 
 // jobID reads the :id path parameter: a positive 64-bit integer.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -14,13 +15,6 @@ const (
 	defaultListLimit = 50
 	maxListLimit     = 500
 )
-
-// jobListBody is one page of jobs, newest first; NextCursor is null on the
-// last page.
-type jobListBody struct {
-	Jobs       []jobView `json:"jobs"`
-	NextCursor *int64    `json:"next_cursor"`
-}
 
 // jobList lists jobs newest first, filtered by state, kind, queue and app,
 // one keyset page at a time: cursor is the next_cursor of the page before.
@@ -60,5 +54,5 @@ func (s *server) jobList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, jobListBody{Jobs: newJobViews(jobs), NextCursor: next})
+	return c.JSON(http.StatusOK, api.JobList{Jobs: queue.JobsAPI(jobs), NextCursor: next})
 }

@@ -24,7 +24,7 @@ func (s *server) jobRetry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 // jobRetryMany retries the dead or cancelled jobs a selector picks; the

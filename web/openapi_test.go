@@ -254,8 +254,10 @@ func TestOpenAPIRejectsWrongResponses(t *testing.T) {
 		"MissingState":      {200, `{"jobs":{"pending":0},"workers":[]}`, false},
 		"UnknownField":      {200, strings.Replace(stats, `"workers"`, `"surprise":1,"workers"`, 1), false},
 		"UndocumentedCode":  {418, `{"error":"teapot"}`, false},
-		"ErrorShape":        {401, `{"error":"no token"}`, true},
-		"ErrorUnknownField": {401, `{"error":"no token","code":7}`, false},
+		"ErrorShape":        {401, `{"error":"no token","code":"unauthorized"}`, true},
+		"ErrorWithoutCode":  {401, `{"error":"no token"}`, false},
+		"ErrorUnknownCode":  {401, `{"error":"no token","code":"oops"}`, false},
+		"ErrorUnknownField": {401, `{"error":"no token","code":"unauthorized","surprise":7}`, false},
 	} {
 		res := &http.Response{StatusCode: tc.status, Header: jsonHeader, Body: io.NopCloser(strings.NewReader(tc.body)), Request: req}
 		validatorMu.Lock()

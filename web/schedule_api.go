@@ -8,54 +8,23 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
-
-// scheduleView is a schedule as the API shows it.
-type scheduleView struct {
-	Name      string            `json:"name"`
-	Cron      string            `json:"cron"`
-	Timezone  string            `json:"timezone"`
-	Job       queue.ScheduleJob `json:"job"`
-	Paused    bool              `json:"paused"`
-	NextRunAt *apiTime          `json:"next_run_at"`
-	LastRunAt *apiTime          `json:"last_run_at"`
-	LastJobID *int64            `json:"last_job_id"`
-	CreatedAt apiTime           `json:"created_at"`
-	UpdatedAt apiTime           `json:"updated_at"`
-}
-
-func newScheduleView(s queue.Schedule) scheduleView {
-	return scheduleView{
-		Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Job: s.Job, Paused: s.Paused,
-		NextRunAt: apiTimePtr(s.NextRunAt), LastRunAt: apiTimePtr(s.LastRunAt), LastJobID: s.LastJobID,
-		CreatedAt: apiTime(s.CreatedAt), UpdatedAt: apiTime(s.UpdatedAt),
-	}
-}
-
-// schedulesBody is the list of schedules.
-type schedulesBody struct {
-	Schedules []scheduleView `json:"schedules"`
-}
 
 // scheduleRequest is the body of POST /api/v1/schedules. The job stays raw
 // until it is decoded as a submitted job is, so that its errors read
 // "job.priority".
 type scheduleRequest struct {
-	Name     string          `json:"name"`
-	Cron     string          `json:"cron"`
-	Timezone string          `json:"timezone"`
-	Job      json.RawMessage `json:"job"`
-	Paused   bool            `json:"paused"`
+	api.NewSchedule
+	Job json.RawMessage `json:"job"`
 }
 
-// schedulePatchRequest is the body of PATCH /api/v1/schedules/{name}:
-// absent (or null) fields stay as they are.
+// schedulePatchRequest is the body of PATCH /api/v1/schedules/{name},
+// its job raw as in scheduleRequest.
 type schedulePatchRequest struct {
-	Paused   *bool           `json:"paused"`
-	Cron     *string         `json:"cron"`
-	Timezone *string         `json:"timezone"`
-	Job      json.RawMessage `json:"job"`
+	api.SchedulePatch
+	Job json.RawMessage `json:"job"`
 }
 
 // decodeScheduleJob decodes a schedule's job with the code that decodes a
@@ -88,7 +57,7 @@ func (s *server) scheduleCreate(c echo.Context) error {
 		return scheduleError(err)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/schedules/"+sched.Name)
-	return c.JSON(http.StatusCreated, newScheduleView(sched))
+	return c.JSON(http.StatusCreated, sched.API())
 }
 
 // scheduleList answers every schedule, by name.
@@ -97,11 +66,11 @@ func (s *server) scheduleList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]scheduleView, len(list))
+	body := api.Schedules{Schedules: make([]api.Schedule, len(list))}
 	for i, sc := range list {
-		views[i] = newScheduleView(sc)
+		body.Schedules[i] = sc.API()
 	}
-	return c.JSON(http.StatusOK, schedulesBody{Schedules: views})
+	return c.JSON(http.StatusOK, body)
 }
 
 // scheduleGet answers one schedule.
@@ -114,7 +83,7 @@ func (s *server) scheduleGet(c echo.Context) error {
 	if err != nil {
 		return scheduleError(err)
 	}
-	return c.JSON(http.StatusOK, newScheduleView(sched))
+	return c.JSON(http.StatusOK, sched.API())
 }
 
 // scheduleUpdate pauses, resumes or changes a schedule.
@@ -143,7 +112,7 @@ func (s *server) scheduleUpdate(c echo.Context) error {
 	if err != nil {
 		return scheduleError(err)
 	}
-	return c.JSON(http.StatusOK, newScheduleView(sched))
+	return c.JSON(http.StatusOK, sched.API())
 }
 
 // scheduleDelete removes a schedule; the jobs it made stay.

@@ -6,25 +6,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 )
 
 // workerWindow is how recently a worker must have been seen to be listed.
 const workerWindow = 5 * time.Minute
-
-// statsBody is GET /api/v1/stats: jobs per state (every state, even at 0),
-// the workers seen lately and what the artifact files take.
-type statsBody struct {
-	Jobs    map[queue.State]int64 `json:"jobs"`
-	Workers []workerView          `json:"workers"`
-	Storage storageView           `json:"storage"`
-}
-
-// storageView is the artifact files on disk and their bytes.
-type storageView struct {
-	ArtifactFiles int64 `json:"artifact_files"`
-	ArtifactBytes int64 `json:"artifact_bytes"`
-}
 
 // stats answers the current counts, read from the maintained counters
 // rather than by counting jobs or artifacts.
@@ -42,12 +29,16 @@ func (s *server) stats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := statsBody{Storage: storageView(storage), Jobs: make(map[queue.State]int64, len(queue.States)), Workers: make([]workerView, len(workers))}
+	body := api.Stats{
+		Jobs:    make(map[api.State]int64, len(queue.States)),
+		Workers: make([]api.Worker, len(workers)),
+		Storage: api.Storage{ArtifactFiles: storage.ArtifactFiles, ArtifactBytes: storage.ArtifactBytes},
+	}
 	for _, st := range queue.States {
-		body.Jobs[st] = counts.Jobs[st]
+		body.Jobs[api.State(st)] = counts.Jobs[st]
 	}
 	for i, w := range workers {
-		body.Workers[i] = workerView{ID: w.ID, LastSeen: apiTime(w.LastSeen), Device: w.Device, Queues: w.Queues, Running: w.Running}
+		body.Workers[i] = w.API()
 	}
 	return c.JSON(http.StatusOK, body)
 }

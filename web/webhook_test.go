@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -99,6 +101,67 @@ func TestWebhookDeliveriesOnTimelineAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(m, want+"\n") {
 			t.Errorf("metrics have no %q", want)
+		}
+	}
+}
+
+// A webhook's job is the job exactly as GET /api/v1/jobs/{id} shows it:
+// the same keys and every value alike to the byte, times included (a
+// run_at on a whole second once came out "…:00Z" in the webhook and
+// "…:00.000000Z" in the API).
+func TestWebhookJobIsTheAPIJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	bodies := make(chan []byte, 4)
+	hooks := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- b
+	}))
+	defer hooks.Close()
+	events := []string{queue.WebhookJobDead}
+	if err := f.queue.ConfigureWebhooks(f.ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	sender := maintenance.NewWebhookSender(f.pool, maintenance.WebhookSenderConfig{
+		Webhook: queue.WebhookConfig{URL: hooks.URL, Secret: "web-test-webhook-secret", Events: events},
+	})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { _ = sender.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	runAt := time.Now().UTC().Truncate(time.Second).Add(-time.Minute).Format(time.RFC3339)
+	j := f.submit(t, `{"kind":"report","queue":"dlq","max_attempts":1,"run_at":"`+runAt+`","payload":{"n":1}}`)
+	jobs, err := f.queue.Claim(f.ctx, queue.ClaimParams{WorkerID: "w1", Queues: []string{"dlq"}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != j.ID {
+		t.Fatalf("claiming job %d: %v, %+v", j.ID, err, jobs)
+	}
+	if _, err := f.queue.Fail(f.ctx, queue.Lease{JobID: j.ID, Token: jobs[0].LeaseToken, WorkerID: "w1"}, "boom", false); err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	select {
+	case body = <-bodies:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no webhook delivered")
+	}
+	var ev struct {
+		Job map[string]json.RawMessage `json:"job"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil {
+		t.Fatalf("webhook body %s: %v", body, err)
+	}
+	var shown map[string]json.RawMessage
+	f.get(t, "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10)).want(t, http.StatusOK).decode(t, &shown)
+	for _, history := range []string{"attempts", "artifacts", "events", "effects"} {
+		delete(shown, history)
+	}
+	if len(ev.Job) != len(shown) {
+		t.Errorf("webhook job has %d keys, the API's %d:\n%s\n%v", len(ev.Job), len(shown), body, shown)
+	}
+	for k, v := range shown {
+		if got, ok := ev.Job[k]; !ok || string(got) != string(v) {
+			t.Errorf("%s: webhook %s, API %s", k, got, v)
 		}
 	}
 }

@@ -10,14 +10,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
-	"github.com/leasehold/leasehold/workerapi"
 )
 
 // leaseTokenHeader carries the lease token of an upload whose parts the
 // worker cannot order (see workerArtifactUpload).
-const leaseTokenHeader = workerapi.LeaseTokenHeader
+const leaseTokenHeader = api.LeaseTokenHeader
 
 // multipartOverhead is what an upload may carry besides the file: part
 // headers, boundaries and the lease_token field.
@@ -64,7 +64,7 @@ func (s *server) workerArtifactUpload(c echo.Context) error {
 			return uploadReadError(err)
 		}
 		switch part.FormName() {
-		case workerapi.ArtifactTokenField:
+		case api.ArtifactTokenField:
 			v, err := io.ReadAll(io.LimitReader(part, 64))
 			if err != nil {
 				return uploadReadError(err)
@@ -77,7 +77,7 @@ func (s *server) workerArtifactUpload(c echo.Context) error {
 				return badRequest("lease_token", "differs from the %s header", leaseTokenHeader)
 			}
 			l.Token, haveToken = tok, true
-		case workerapi.ArtifactFileField:
+		case api.ArtifactFileField:
 			if !haveToken {
 				return badRequest("lease_token", "must come before the file part, or be sent in the %s header", leaseTokenHeader)
 			}
@@ -108,7 +108,7 @@ func (s *server) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part
 		// the refusal on the job), queue.ErrNotFound 404.
 		return err
 	}
-	return c.JSON(http.StatusCreated, workerapi.NewArtifact(a))
+	return c.JSON(http.StatusCreated, a.API())
 }
 
 // parseLeaseToken reads a lease token sent as text.

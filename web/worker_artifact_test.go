@@ -314,7 +314,7 @@ func TestArtifactUploadStaleLease(t *testing.T) {
 		t.Fatalf("reclaimed %+v after %+v", current, stale)
 	}
 	res := f.upload(t, stale.JobID, "", nil, tokenPart(stale.Token), filePart("x.png", artifacttest.PNG(t, 8, 8))).want(t, http.StatusConflict)
-	if string(res.body) != "{\"error\":\"lease lost\"}\n" {
+	if string(res.body) != "{\"error\":\"lease lost\",\"code\":\"lease_lost\"}\n" {
 		t.Errorf("body = %s", res.body)
 	}
 	d, err := f.queue.Detail(f.ctx, stale.JobID)

@@ -8,9 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/queue"
-	"github.com/leasehold/leasehold/workerapi"
 )
 
 // Bounds of a remote worker's claim.
@@ -33,7 +33,7 @@ func (s *server) workerClaim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req workerapi.ClaimRequest
+	var req api.ClaimRequest
 	if err := decodeObject(body, &req, ""); err != nil {
 		return err
 	}
@@ -77,15 +77,15 @@ func (s *server) workerClaim(c echo.Context) error {
 			jobs = claimed
 		}
 	}
-	out := workerapi.ClaimResponse{Jobs: make([]workerapi.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds()}
+	out := api.ClaimResponse{Jobs: make([]api.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds()}
 	for i, j := range jobs {
-		out.Jobs[i] = workerapi.NewClaimedJob(j)
+		out.Jobs[i] = j.ClaimedAPI()
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
 // claimParams checks a claim (or presence) request of worker.
-func claimParams(r workerapi.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
+func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
 	if len(r.Queues) == 0 {
 		r.Queues = []string{"default"}
 	}

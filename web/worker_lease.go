@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
-	"github.com/leasehold/leasehold/workerapi"
 )
 
 // The writes of a lease holder. Each carries the lease token of the
@@ -16,10 +16,10 @@ import (
 
 // maxMessageBytes bounds an error or progress message from a worker; the
 // queue cleans what it stores (no NUL, valid UTF-8).
-const maxMessageBytes = workerapi.MaxMessageBytes
+const maxMessageBytes = api.MaxMessageBytes
 
 // decodeLease reads a lease write's body into v (which embeds
-// workerapi.LeaseRequest) and returns the lease it names.
+// api.LeaseRequest) and returns the lease it names.
 func decodeLease(c echo.Context, limit int64, v interface{ Token() *int64 }) (queue.Lease, error) {
 	id, err := jobID(c)
 	if err != nil {
@@ -40,7 +40,7 @@ func decodeLease(c echo.Context, limit int64, v interface{ Token() *int64 }) (qu
 }
 
 func (s *server) workerHeartbeat(c echo.Context) error {
-	var req workerapi.LeaseRequest
+	var req api.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -49,13 +49,11 @@ func (s *server) workerHeartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, workerapi.HeartbeatResponse{
-		LeaseUntil: workerapi.Time(res.LeaseUntil), CancelRequested: res.CancelRequested, RemainingMs: res.Remaining.Milliseconds(),
-	})
+	return c.JSON(http.StatusOK, res.API())
 }
 
 func (s *server) workerComplete(c echo.Context) error {
-	var req workerapi.CompleteRequest
+	var req api.CompleteRequest
 	l, err := decodeLease(c, jobBodyLimit, &req)
 	if err != nil {
 		return err
@@ -69,11 +67,11 @@ func (s *server) workerComplete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 func (s *server) workerFail(c echo.Context) error {
-	var req workerapi.FailRequest
+	var req api.FailRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -86,13 +84,13 @@ func (s *server) workerFail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 // workerRelease gives the job back without counting the attempt: the
 // worker is shutting down.
 func (s *server) workerRelease(c echo.Context) error {
-	var req workerapi.LeaseRequest
+	var req api.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -101,13 +99,13 @@ func (s *server) workerRelease(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 // workerCancelled acknowledges a cancel request: the worker stopped the
 // job, which ends cancelled.
 func (s *server) workerCancelled(c echo.Context) error {
-	var req workerapi.LeaseRequest
+	var req api.LeaseRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -116,11 +114,11 @@ func (s *server) workerCancelled(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newJobView(job))
+	return c.JSON(http.StatusOK, job.API())
 }
 
 func (s *server) workerProgress(c echo.Context) error {
-	var req workerapi.ProgressRequest
+	var req api.ProgressRequest
 	l, err := decodeLease(c, actionBodyLimit, &req)
 	if err != nil {
 		return err
@@ -137,22 +135,20 @@ func (s *server) workerProgress(c echo.Context) error {
 // workerEffect is the side-effect ledger: "start" says whether to perform
 // the effect (and gives its idempotency key), "finish" records it done.
 func (s *server) workerEffect(c echo.Context) error {
-	var req workerapi.EffectRequest
+	var req api.EffectRequest
 	l, err := decodeLease(c, jobBodyLimit, &req)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	switch req.Action {
-	case workerapi.EffectStart:
+	case api.EffectStart:
 		start, err := s.queue.StartEffect(ctx, l, req.Key)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, workerapi.EffectStartResponse{
-			Done: start.Done, Result: start.Result, IdempotencyKey: start.IdempotencyKey,
-		})
-	case workerapi.EffectFinish:
+		return c.JSON(http.StatusOK, start.API())
+	case api.EffectFinish:
 		if err := queue.CheckResult(req.Result); err != nil {
 			return err
 		}
@@ -175,18 +171,18 @@ func (s *server) workerPresence(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req workerapi.PresenceRequest
+	var req api.PresenceRequest
 	if err := decodeObject(body, &req, ""); err != nil {
 		return err
 	}
-	p, _, err := claimParams(workerapi.ClaimRequest{Queues: req.Queues, Devices: req.Devices}, workerName(c))
+	p, _, err := claimParams(api.ClaimRequest{Queues: req.Queues, Devices: req.Devices}, workerName(c))
 	if err != nil {
 		return err
 	}
 	if req.InfoAgeMs != nil && (*req.InfoAgeMs < 0 || *req.InfoAgeMs > maxInfoAge.Milliseconds()) {
 		return badRequest("info_age_ms", "must be between 0 and %d", maxInfoAge.Milliseconds())
 	}
-	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: req.Device()}
+	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: queue.DeviceReportFromAPI(req)}
 	if err := s.queue.WorkerSeen(c.Request().Context(), presence); err != nil {
 		return err
 	}
@@ -196,5 +192,5 @@ func (s *server) workerPresence(c echo.Context) error {
 // workerWhoami tells a remote worker its identity (its token's name) and
 // lets it check its token before it starts.
 func (s *server) workerWhoami(c echo.Context) error {
-	return c.JSON(http.StatusOK, workerapi.WhoamiResponse{WorkerID: workerName(c)})
+	return c.JSON(http.StatusOK, api.WhoamiResponse{WorkerID: workerName(c)})
 }

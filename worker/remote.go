@@ -17,13 +17,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
-	"github.com/leasehold/leasehold/workerapi"
 )
 
 // Remote is the Backend of a worker that reaches only the server, over
 // HTTP(S): a phone's host behind a home router. It answers the same
-// errors as Direct: 409 is queue.ErrLeaseLost, 404 queue.ErrNotFound.
+// errors as Direct: code lease_lost is queue.ErrLeaseLost, not_found
+// queue.ErrNotFound (it decides on the answer's code, never its text).
 //
 // Writes are retried with backoff through dropped connections and a
 // restarting server (5xx, 429), until the caller's context ends; the
@@ -73,8 +74,8 @@ func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %
 // Whoami returns the worker identity the server gives this token. It waits
 // for a server that is not up yet; a refused token is ErrUnauthorized.
 func (r *Remote) Whoami(ctx context.Context) (string, error) {
-	var out workerapi.WhoamiResponse
-	err := r.call(ctx, http.MethodGet, workerapi.WhoamiPath, nil, &out, true)
+	var out api.WhoamiResponse
+	err := r.call(ctx, http.MethodGet, api.WhoamiPath, nil, &out, true)
 	return out.WorkerID, err
 }
 
@@ -82,8 +83,8 @@ func (r *Remote) Whoami(ctx context.Context) (string, error) {
 // server says how long it waited before the claim statement that leased
 // the jobs (Claim.Waited) and how long each lease had then.
 func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
-	var out workerapi.ClaimResponse
-	body := workerapi.ClaimRequest{
+	var out api.ClaimResponse
+	body := api.ClaimRequest{
 		Queues: p.Queues, Devices: p.Devices, Limit: p.Limit,
 		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
 	}
@@ -93,12 +94,12 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 	defer cancel()
 	// Not retried: a claim whose answer was lost leased jobs nobody runs,
 	// which the reaper takes back; the worker's loop simply claims again.
-	if err := r.call(ctx, http.MethodPost, workerapi.ClaimPath, body, &out, false); err != nil {
+	if err := r.call(ctx, http.MethodPost, api.ClaimPath, body, &out, false); err != nil {
 		return Claim{}, err
 	}
 	claim := Claim{Jobs: make([]ClaimedJob, len(out.Jobs)), Waited: time.Duration(max(out.WaitedMs, 0)) * time.Millisecond}
 	for i, j := range out.Jobs {
-		job := j.ToQueue()
+		job := queue.JobFromAPI(j.Job)
 		remaining := time.Duration(j.LeaseRemainingMs) * time.Millisecond
 		if j.LeaseRemainingMs <= 0 {
 			remaining = dbLease(job) // a server from before lease_remaining_ms
@@ -110,17 +111,14 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 
 // Heartbeat implements Backend.
 func (r *Remote) Heartbeat(ctx context.Context, l queue.Lease) (queue.HeartbeatResult, error) {
-	var out workerapi.HeartbeatResponse
-	err := r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionHeartbeat), workerapi.Lease(l.Token), &out, true)
-	return queue.HeartbeatResult{
-		LeaseUntil: time.Time(out.LeaseUntil), CancelRequested: out.CancelRequested,
-		Remaining: time.Duration(out.RemainingMs) * time.Millisecond,
-	}, err
+	var out api.HeartbeatResponse
+	err := r.call(ctx, http.MethodPost, jobPath(l, api.ActionHeartbeat), api.Lease(l.Token), &out, true)
+	return queue.HeartbeatResultFromAPI(out), err
 }
 
 // Complete implements Backend.
 func (r *Remote) Complete(ctx context.Context, l queue.Lease, result json.RawMessage) (queue.Job, error) {
-	return r.jobWrite(ctx, l, workerapi.ActionComplete, workerapi.CompleteRequest{LeaseRequest: workerapi.Lease(l.Token), Result: result})
+	return r.jobWrite(ctx, l, api.ActionComplete, api.CompleteRequest{LeaseRequest: api.Lease(l.Token), Result: result})
 }
 
 // CompleteMany implements Backend, one request per completion.
@@ -134,42 +132,42 @@ func (r *Remote) CompleteMany(ctx context.Context, cs []queue.Completion) ([]err
 
 // Fail implements Backend.
 func (r *Remote) Fail(ctx context.Context, l queue.Lease, msg string, retryable bool) (queue.Job, error) {
-	return r.jobWrite(ctx, l, workerapi.ActionFail, workerapi.FailRequest{LeaseRequest: workerapi.Lease(l.Token), Error: clip(msg), Retryable: &retryable})
+	return r.jobWrite(ctx, l, api.ActionFail, api.FailRequest{LeaseRequest: api.Lease(l.Token), Error: clip(msg), Retryable: &retryable})
 }
 
 // Release implements Backend.
 func (r *Remote) Release(ctx context.Context, l queue.Lease) (queue.Job, error) {
-	return r.jobWrite(ctx, l, workerapi.ActionRelease, workerapi.Lease(l.Token))
+	return r.jobWrite(ctx, l, api.ActionRelease, api.Lease(l.Token))
 }
 
 // AckCancel implements Backend.
 func (r *Remote) AckCancel(ctx context.Context, l queue.Lease) (queue.Job, error) {
-	return r.jobWrite(ctx, l, workerapi.ActionCancelled, workerapi.Lease(l.Token))
+	return r.jobWrite(ctx, l, api.ActionCancelled, api.Lease(l.Token))
 }
 
 // Progress implements Backend.
 func (r *Remote) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
-	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionProgress),
-		workerapi.ProgressRequest{LeaseRequest: workerapi.Lease(l.Token), Progress: fraction, Message: clip(message)}, nil, true)
+	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionProgress),
+		api.ProgressRequest{LeaseRequest: api.Lease(l.Token), Progress: fraction, Message: clip(message)}, nil, true)
 }
 
 // StartEffect implements Backend.
 func (r *Remote) StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error) {
-	var out workerapi.EffectStartResponse
-	err := r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionEffects),
-		workerapi.EffectRequest{LeaseRequest: workerapi.Lease(l.Token), Action: workerapi.EffectStart, Key: key}, &out, true)
-	return queue.EffectStart{Done: out.Done, Result: out.Result, IdempotencyKey: out.IdempotencyKey}, err
+	var out api.EffectStartResponse
+	err := r.call(ctx, http.MethodPost, jobPath(l, api.ActionEffects),
+		api.EffectRequest{LeaseRequest: api.Lease(l.Token), Action: api.EffectStart, Key: key}, &out, true)
+	return queue.EffectStartFromAPI(out), err
 }
 
 // FinishEffect implements Backend.
 func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error {
-	return r.call(ctx, http.MethodPost, jobPath(l, workerapi.ActionEffects),
-		workerapi.EffectRequest{LeaseRequest: workerapi.Lease(l.Token), Action: workerapi.EffectFinish, Key: key, Result: result}, nil, true)
+	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionEffects),
+		api.EffectRequest{LeaseRequest: api.Lease(l.Token), Action: api.EffectFinish, Key: key, Result: result}, nil, true)
 }
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
 func (r *Remote) WorkerSeen(ctx context.Context, p queue.Presence) error {
-	return r.call(ctx, http.MethodPost, workerapi.PresencePath, workerapi.NewPresenceRequest(p), nil, false)
+	return r.call(ctx, http.MethodPost, api.PresencePath, p.API(), nil, false)
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,
@@ -179,10 +177,10 @@ func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string,
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
-		err := mw.WriteField(workerapi.ArtifactTokenField, strconv.FormatInt(l.Token, 10))
+		err := mw.WriteField(api.ArtifactTokenField, strconv.FormatInt(l.Token, 10))
 		if err == nil {
 			var part io.Writer
-			if part, err = mw.CreateFormFile(workerapi.ArtifactFileField, name); err == nil {
+			if part, err = mw.CreateFormFile(api.ArtifactFileField, name); err == nil {
 				if _, err = io.Copy(part, body); err == nil {
 					err = mw.Close()
 				}
@@ -190,39 +188,39 @@ func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string,
 		}
 		pw.CloseWithError(err)
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base.String()+jobPath(l, workerapi.ActionArtifacts), pr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base.String()+jobPath(l, api.ActionArtifacts), pr)
 	if err != nil {
 		pr.Close()
 		return queue.Artifact{}, err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	var out workerapi.Artifact
+	var out api.Artifact
 	err = r.do(req, &out)
 	pr.Close()
-	return out.ToQueue(l.JobID), err
+	return queue.ArtifactFromAPI(l.JobID, out), err
 }
 
 func (r *Remote) jobWrite(ctx context.Context, l queue.Lease, action string, body any) (queue.Job, error) {
-	var job workerapi.Job
+	var job api.Job
 	err := r.call(ctx, http.MethodPost, jobPath(l, action), body, &job, true)
-	return job.ToQueue(), err
+	return queue.JobFromAPI(job), err
 }
 
 // clip cuts a message to what the server takes, at a character boundary,
 // as the queue does for a direct worker: a long stderr must not turn a
 // failure into a refused write and an expired lease.
 func clip(msg string) string {
-	if len(msg) <= workerapi.MaxMessageBytes {
+	if len(msg) <= api.MaxMessageBytes {
 		return msg
 	}
-	cut := workerapi.MaxMessageBytes
+	cut := api.MaxMessageBytes
 	for cut > 0 && !utf8.RuneStart(msg[cut]) {
 		cut--
 	}
 	return msg[:cut]
 }
 
-func jobPath(l queue.Lease, action string) string { return workerapi.JobPath(l.JobID, action) }
+func jobPath(l queue.Lease, action string) string { return api.JobPath(l.JobID, action) }
 
 // call sends a JSON request and decodes the answer into out. With retry,
 // transport errors and 5xx/429 answers are retried with backoff until ctx
@@ -271,16 +269,16 @@ func (r *Remote) do(req *http.Request, out any) error {
 		return fmt.Errorf("%s %s: reading answer: %w", req.Method, req.URL.Path, err)
 	}
 	if resp.StatusCode >= 300 {
-		var e workerapi.Error
+		var e api.Error
 		_ = json.Unmarshal(raw, &e)
 		switch {
-		case resp.StatusCode == http.StatusConflict && e.Error == workerapi.LeaseLost:
+		case e.Code == api.CodeLeaseLost:
 			return queue.ErrLeaseLost
-		case resp.StatusCode == http.StatusNotFound && strings.Contains(req.URL.Path, "/jobs/"):
+		case e.Code == api.CodeNotFound && strings.Contains(req.URL.Path, "/jobs/"):
 			return queue.ErrNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return ErrUnauthorized
-		case resp.StatusCode == http.StatusBadRequest && e.Field != "":
+		case e.Code == api.CodeInvalid && e.Field != "":
 			// The same error a direct worker gets from the queue.
 			return &queue.ValidationError{Field: e.Field, Message: e.Error}
 		}

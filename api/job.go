@@ -1,0 +1,186 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a job is in its lifecycle.
+type State string
+
+// The states of a job.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateDead      State = "dead"
+	StateCancelled State = "cancelled"
+)
+
+// NewJob is the body of POST /api/v1/jobs: a job to submit. Only Kind is
+// required; absent fields take the server's defaults.
+type NewJob struct {
+	Kind     string `json:"kind"`
+	Queue    string `json:"queue,omitempty"`
+	Priority int32  `json:"priority,omitempty"`
+	// Payload is a JSON object of at most 1 MiB.
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	MaxAttempts    *int32          `json:"max_attempts,omitempty"`
+	RunAt          *time.Time      `json:"run_at,omitempty"`
+	TimeoutMs      *int32          `json:"timeout_ms,omitempty"`
+	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
+	BackoffBaseMs  *int32          `json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs   *int32          `json:"backoff_max_ms,omitempty"`
+	// ConcurrencyKey: at most ConcurrencyLimit (default 1) running jobs
+	// share it at once.
+	ConcurrencyKey   *string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit *int32  `json:"concurrency_limit,omitempty"`
+}
+
+// NewJobs is the body of POST /api/v1/jobs/batch.
+type NewJobs struct {
+	Jobs []NewJob `json:"jobs"`
+}
+
+// Job is a job as the API shows it; the names are SPEC's.
+type Job struct {
+	ID              int64           `json:"id"`
+	Kind            string          `json:"kind"`
+	Queue           string          `json:"queue"`
+	Priority        int32           `json:"priority"`
+	Payload         json.RawMessage `json:"payload"`
+	State           State           `json:"state"`
+	Attempt         int32           `json:"attempt"`
+	MaxAttempts     int32           `json:"max_attempts"`
+	CountedAttempts int32           `json:"counted_attempts"`
+	RunAt           Time            `json:"run_at"`
+	LeaseOwner      *string         `json:"lease_owner"`
+	LeaseUntil      *Time           `json:"lease_until"`
+	LeaseToken      int64           `json:"lease_token"`
+	LeaseMs         int32           `json:"lease_ms"`
+	HeartbeatAt     *Time           `json:"heartbeat_at"`
+	TimeoutMs       *int32          `json:"timeout_ms"`
+	CancelRequested bool            `json:"cancel_requested"`
+	IdempotencyKey  *string         `json:"idempotency_key"`
+	BackoffBaseMs   int32           `json:"backoff_base_ms"`
+	BackoffMaxMs    int32           `json:"backoff_max_ms"`
+	// ConcurrencyKey, when set, limits how many jobs that share it run at
+	// once: this one starts only while fewer than ConcurrencyLimit do.
+	ConcurrencyKey   *string         `json:"concurrency_key"`
+	ConcurrencyLimit int32           `json:"concurrency_limit"`
+	LastError        *string         `json:"last_error"`
+	Result           json.RawMessage `json:"result"`
+	CreatedAt        Time            `json:"created_at"`
+	FinishedAt       *Time           `json:"finished_at"`
+	// Schedule is the schedule that made the job, if one did.
+	Schedule *string `json:"schedule"`
+}
+
+// Jobs is a list of jobs: the answer of a batch submit.
+type Jobs struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// JobList is one page of GET /api/v1/jobs, newest first; NextCursor is
+// null on the last page.
+type JobList struct {
+	Jobs       []Job  `json:"jobs"`
+	NextCursor *int64 `json:"next_cursor"`
+}
+
+// JobDetail is a job with its history: GET /api/v1/jobs/{id}.
+type JobDetail struct {
+	Job
+	Attempts  []Attempt  `json:"attempts"`
+	Artifacts []Artifact `json:"artifacts"`
+	Events    []Event    `json:"events"`
+	Effects   []Effect   `json:"effects"`
+}
+
+// Attempt is one claim of a job, from start to its outcome.
+type Attempt struct {
+	Number      int32  `json:"number"`
+	WorkerID    string `json:"worker_id"`
+	LeaseToken  int64  `json:"lease_token"`
+	StartedAt   Time   `json:"started_at"`
+	HeartbeatAt *Time  `json:"heartbeat_at"`
+	LeaseUntil  *Time  `json:"lease_until"`
+	EndedAt     *Time  `json:"ended_at"`
+	// Outcome is nil while the attempt runs: succeeded, failed,
+	// lease_expired, cancelled or released.
+	Outcome *string `json:"outcome"`
+	Error   *string `json:"error"`
+}
+
+// Event is one entry of a job's timeline.
+type Event struct {
+	At      Time            `json:"at"`
+	Type    string          `json:"type"`
+	Attempt *int32          `json:"attempt"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+// Artifact is the metadata of a screenshot or text file of a job; its
+// bytes are at URL (relative to the server: /artifacts/{id}). A worker's
+// upload is answered with it too.
+type Artifact struct {
+	ID          int64  `json:"id"`
+	Attempt     int32  `json:"attempt"`
+	Kind        string `json:"kind"`
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+	Width       *int32 `json:"width,omitempty"`
+	Height      *int32 `json:"height,omitempty"`
+	URL         string `json:"url"`
+	CreatedAt   Time   `json:"created_at"`
+}
+
+// Effect is one entry of a job's side-effect ledger.
+type Effect struct {
+	Key     string `json:"key"`
+	Attempt int32  `json:"attempt"`
+	// State is started or done.
+	State     string          `json:"state"`
+	Result    json.RawMessage `json:"result"`
+	CreatedAt Time            `json:"created_at"`
+}
+
+// Selector is the body of a bulk retry or cancel (POST /api/v1/jobs/retry,
+// /api/v1/jobs/cancel): ids, a filter, or both (then a job must match all
+// of it). It must not be empty.
+type Selector struct {
+	IDs   []int64 `json:"ids,omitempty"`
+	State State   `json:"state,omitempty"`
+	Kind  string  `json:"kind,omitempty"`
+	Queue string  `json:"queue,omitempty"`
+}
+
+// BulkResult answers a bulk retry or cancel: what it changed. Jobs is left
+// out when more than MaxBulkJobs changed (Count and IDs are always
+// complete). Selected jobs in a state the action does not apply to are
+// skipped, not an error.
+type BulkResult struct {
+	Count int     `json:"count"`
+	IDs   []int64 `json:"ids"`
+	Jobs  []Job   `json:"jobs,omitzero"`
+}
+
+// MaxBulkJobs is the most changed jobs a BulkResult spells out: a filter
+// can select millions, whose full JSON would be gigabytes.
+const MaxBulkJobs = 1000
+
+// Stats is GET /api/v1/stats: jobs per state (every state, even at 0),
+// the workers seen lately and what the artifact files take.
+type Stats struct {
+	Jobs    map[State]int64 `json:"jobs"`
+	Workers []Worker        `json:"workers"`
+	Storage Storage         `json:"storage"`
+}
+
+// Storage is the artifact files on disk and their bytes.
+type Storage struct {
+	ArtifactFiles int64 `json:"artifact_files"`
+	ArtifactBytes int64 `json:"artifact_bytes"`
+}
