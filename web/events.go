@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/live"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Timing of an event stream. A stream lives eventsMaxAge plus up to a
@@ -37,13 +38,13 @@ const (
 // what came after it.
 func (s *server) events(c echo.Context) error {
 	if s.live == nil {
-		return &apiError{Status: http.StatusServiceUnavailable, Message: "live updates are not enabled on this server"}
+		return &httpx.Error{Status: http.StatusServiceUnavailable, Message: "live updates are not enabled on this server"}
 	}
 	var job int64
 	if v := c.QueryParam("job"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return badRequest("job", "job must be a job id (a positive integer)")
+			return httpx.BadRequest("job", "job must be a job id (a positive integer)")
 		}
 		job = n
 	}
@@ -57,7 +58,7 @@ func (s *server) events(c echo.Context) error {
 	stream, replay, err := s.live.Subscribe(lastID, job)
 	if errors.Is(err, live.ErrTooMany) || errors.Is(err, live.ErrClosed) {
 		c.Response().Header().Set("Retry-After", "5")
-		return &apiError{Status: http.StatusServiceUnavailable, Message: err.Error()}
+		return &httpx.Error{Status: http.StatusServiceUnavailable, Message: err.Error()}
 	}
 	if err != nil {
 		return fmt.Errorf("subscribing to events: %w", err)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -13,12 +15,13 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/static"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // loginPage shows the sign-in form; a signed-in user goes on at once.
 func (s *server) loginPage(c echo.Context) error {
 	next := localPath(c.QueryParam("next"))
-	if _, err := s.sessionOf(c); err == nil {
+	if _, err := httpx.SessionOf(c, s.auth); err == nil {
 		return c.Redirect(http.StatusSeeOther, next)
 	}
 	return render(c, http.StatusOK, templates.Login(templates.LoginView{CSS: static.URL("app.css"), Next: next}))
@@ -28,21 +31,21 @@ func (s *server) loginPage(c echo.Context) error {
 // session is rotated), and a sign-in form posted from another site is
 // refused, so nobody can be signed in to someone else's account.
 func (s *server) login(c echo.Context) error {
-	if err := crossOrigin.Check(c.Request()); err != nil {
-		return &apiError{Status: http.StatusForbidden, Message: "cross-site request refused"}
+	if err := httpx.CheckCrossOrigin(c); err != nil {
+		return err
 	}
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, pageBodyLimit)
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, httpx.FormBodyLimit)
 	// A form that did not arrive whole (too large, or stalled past the
 	// read deadline) is answered before any password is hashed.
 	if err := c.Request().ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Message: "the sign-in form is too large"}
+			return &httpx.Error{Status: http.StatusRequestEntityTooLarge, Message: "the sign-in form is too large"}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return &apiError{Status: http.StatusRequestTimeout, Message: "the sign-in form did not arrive in time"}
+			return &httpx.Error{Status: http.StatusRequestTimeout, Message: "the sign-in form did not arrive in time"}
 		default:
-			return badRequest("", "reading the sign-in form: %v", err)
+			return httpx.BadRequest("", "reading the sign-in form: %v", err)
 		}
 	}
 	username, password := c.FormValue("username"), c.FormValue("password")
@@ -68,7 +71,7 @@ func (s *server) login(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	if old, err := c.Cookie(sessionCookie); err == nil {
+	if old, err := c.Cookie(httpx.SessionCookie); err == nil {
 		_ = s.auth.SignOut(c.Request().Context(), old.Value)
 	}
 	setSessionCookie(c, token, 0)
@@ -77,11 +80,34 @@ func (s *server) login(c echo.Context) error {
 
 // logout ends the session.
 func (s *server) logout(c echo.Context) error {
-	if cookie, err := c.Cookie(sessionCookie); err == nil {
+	if cookie, err := c.Cookie(httpx.SessionCookie); err == nil {
 		if err := s.auth.SignOut(c.Request().Context(), cookie.Value); err != nil {
 			return err
 		}
 	}
 	setSessionCookie(c, "", -1)
 	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// localPath returns next when it is a path on this site, else "/": a
+// sign-in link must not send anyone elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}
+
+// setSessionCookie sets the session cookie: HttpOnly, SameSite=Lax, and
+// Secure when served over TLS (directly or behind a TLS proxy).
+func setSessionCookie(c echo.Context, token string, maxAge int) {
+	r := c.Request()
+	c.SetCookie(&http.Cookie{
+		Name: httpx.SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
+		MaxAge: maxAge,
+	})
 }

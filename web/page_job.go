@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // jobPage shows one job with its attempts, screenshots, events and
@@ -44,7 +45,7 @@ func (s *server) jobPageAction(c echo.Context, act func(context.Context, int64, 
 	if !ok {
 		return err
 	}
-	job, err := act(c.Request().Context(), id, "user:"+currentSession(c).Username)
+	job, err := act(c.Request().Context(), id, "user:"+httpx.CurrentSession(c).Username)
 	switch {
 	case errors.Is(err, queue.ErrWrongState):
 		// Someone else (or the worker) got there first: show the job as it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // maxPageBulkIDs bounds the jobs one submit of a list's form may name:
@@ -78,7 +79,7 @@ func (s *server) jobsBulk(action bulkAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		form, err := c.FormParams()
 		if err != nil {
-			return badRequest("", "reading the form: %v", err)
+			return httpx.BadRequest("", "reading the form: %v", err)
 		}
 		back := bulkReturnURL(form)
 		ids, problem := parseBulkIDs(form["ids"])
@@ -97,7 +98,7 @@ func (s *server) jobsBulk(action bulkAction) echo.HandlerFunc {
 		if len(f.IDs) == 0 && f.State == "" {
 			return bulkRedirect(c, back, url.Values{"done": {"none"}})
 		}
-		who := "user:" + currentSession(c).Username
+		who := "user:" + httpx.CurrentSession(c).Username
 		done := url.Values{}
 		var changed []queue.Job
 		if action == bulkRetry {
@@ -162,7 +163,7 @@ func bulkReturnURL(form url.Values) string {
 			name string
 			dst  *string
 		}{{"kind", &f.Kind}, {"queue", &f.Queue}, {"app", &f.App}} {
-			if v := form.Get(p.name); checkText(p.name, v) == nil {
+			if v := form.Get(p.name); httpx.CheckText(p.name, v) == nil {
 				*p.dst = v
 			}
 		}
@@ -186,7 +187,7 @@ func bulkRedirect(c echo.Context, back string, done url.Values) error {
 		}
 		target += sep + done.Encode()
 	}
-	if isHTMX(c) {
+	if httpx.IsHTMX(c) {
 		c.Response().Header().Set("HX-Redirect", target)
 		return c.NoContent(http.StatusOK)
 	}

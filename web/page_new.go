@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // newJobKeyPattern is what the submit form's idempotency key looks like:
@@ -71,7 +72,7 @@ func (s *server) newJobSubmit(c echo.Context) error {
 		return fmt.Errorf("submitting investigation: %w", err)
 	}
 	if !existed {
-		s.logger.Info("job submitted", "job_id", job.ID, "by", currentSession(c).Username)
+		s.logger.Info("job submitted", "job_id", job.ID, "by", httpx.CurrentSession(c).Username)
 	}
 	return c.Redirect(http.StatusSeeOther, "/jobs/"+strconv.FormatInt(job.ID, 10))
 }

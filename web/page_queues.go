@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // queuePages registers the queues page and its actions.
@@ -58,7 +59,7 @@ func (s *server) renderQueues(c echo.Context, status int, notices []templates.Li
 func (s *server) queuesPagePause(pause bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		name := c.Param("name")
-		_, err := s.queue.PatchQueue(c.Request().Context(), name, queue.QueuePatch{Paused: &pause}, "user:"+currentSession(c).Username)
+		_, err := s.queue.PatchQueue(c.Request().Context(), name, queue.QueuePatch{Paused: &pause}, "user:"+httpx.CurrentSession(c).Username)
 		if err != nil {
 			return s.queuesPageRefused(c, err)
 		}
@@ -81,7 +82,7 @@ func (s *server) queuesPageLimit(c echo.Context) error {
 		}
 		p.MaxRunning = new(int32(n))
 	}
-	if _, err := s.queue.PatchQueue(c.Request().Context(), name, p, "user:"+currentSession(c).Username); err != nil {
+	if _, err := s.queue.PatchQueue(c.Request().Context(), name, p, "user:"+httpx.CurrentSession(c).Username); err != nil {
 		return s.queuesPageRefused(c, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/queues")

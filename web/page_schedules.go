@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // schedulePages registers the schedules page, its create form and its
@@ -83,7 +84,7 @@ func (s *server) scheduleFormSubmit(c echo.Context) error {
 	case err != nil:
 		return fmt.Errorf("creating schedule: %w", err)
 	}
-	s.logger.Info("schedule created", "schedule", sched.Name, "cron", sched.Cron, "by", currentSession(c).Username)
+	s.logger.Info("schedule created", "schedule", sched.Name, "cron", sched.Cron, "by", httpx.CurrentSession(c).Username)
 	return c.Redirect(http.StatusSeeOther, "/schedules?created="+sched.Name)
 }
 
@@ -170,7 +171,7 @@ func (s *server) schedulePause(pause bool) echo.HandlerFunc {
 		case err != nil:
 			return fmt.Errorf("pausing schedule: %w", err)
 		}
-		s.logger.Info("schedule paused", "schedule", name, "paused", pause, "by", currentSession(c).Username)
+		s.logger.Info("schedule paused", "schedule", name, "paused", pause, "by", httpx.CurrentSession(c).Username)
 		return c.Redirect(http.StatusSeeOther, "/schedules")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // listPages registers the overview, the jobs list, the dead-letter queue
@@ -64,7 +65,7 @@ func parseListQuery(c echo.Context, withFilters bool) listQuery {
 			dst  *string
 		}{{"kind", &q.filter.Kind}, {"queue", &q.filter.Queue}, {"app", &q.filter.App}} {
 			*f.dst = c.QueryParam(f.name)
-			if err := checkText(f.name, *f.dst); err != nil {
+			if err := httpx.CheckText(f.name, *f.dst); err != nil {
 				q.fieldErrors[f.name] = "At most 255 printable characters."
 			}
 		}

@@ -7,7 +7,13 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/static"
+	"github.com/leasehold/leasehold/web/httpx"
 )
+
+// uploadRoutes are the routes whose bodies may take long to arrive (a
+// screenshot sent from a home uplink): Config.UploadReadTimeout bounds
+// them instead of Config.ReadTimeout.
+var uploadRoutes = map[string]bool{"/api/v1/worker/jobs/:id/artifacts": true}
 
 // routes registers every route of the server; read it top to bottom to
 // know what the server answers and who may ask.
@@ -23,7 +29,7 @@ func (s *server) routes(e *echo.Echo) {
 	// JSON API for people and scripts: admin tokens only. Authentication is
 	// per route rather than per group, so that an unknown /api/v1 path is
 	// a plain 404 and the worker API can take other tokens.
-	admin := s.requireToken(apitoken.RoleAdmin)
+	admin := httpx.RequireToken(s.tokens, apitoken.RoleAdmin)
 	api := e.Group("/api/v1")
 	api.POST("/jobs", s.jobCreate, admin)
 	api.POST("/jobs/batch", s.jobBatch, admin)
@@ -45,7 +51,7 @@ func (s *server) routes(e *echo.Echo) {
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
-	worker := s.requireToken(apitoken.RoleWorker)
+	worker := httpx.RequireToken(s.tokens, apitoken.RoleWorker)
 	api.GET("/worker/whoami", s.workerWhoami, worker)
 	api.POST("/worker/claim", s.workerClaim, worker)
 	api.POST("/worker/presence", s.workerPresence, worker)
@@ -59,7 +65,7 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/worker/jobs/:id/artifacts", s.workerArtifactUpload, worker)
 
 	// Artifact bytes: for signed-in people and admin tokens.
-	artifactAccess := s.requireSessionOrToken(apitoken.RoleAdmin)
+	artifactAccess := httpx.RequireSessionOrToken(s.auth, s.tokens, apitoken.RoleAdmin)
 	e.GET("/artifacts/:id", s.artifactGet, artifactAccess)
 	e.HEAD("/artifacts/:id", s.artifactGet, artifactAccess)
 	api.GET("/jobs/:id/attempts/:n/bundle", s.jobBundle, artifactAccess) // the job page's Download link
@@ -68,13 +74,13 @@ func (s *server) routes(e *echo.Echo) {
 	// state-changing request must come from this site with the session's
 	// CSRF token.
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
-	e.GET("/login", s.loginPage, s.pageHeaders)
-	e.POST("/login", s.login, s.pageHeaders)
+	e.GET("/login", s.loginPage, httpx.PageHeaders)
+	e.POST("/login", s.login, httpx.PageHeaders)
 	// Middleware per route, not on the group: a group with middleware
 	// catches every unknown path, which would send API clients to sign in
 	// instead of answering 404/405.
 	pages := e.Group("")
-	page := []echo.MiddlewareFunc{s.pageHeaders, s.requireSession}
+	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth)}
 	pages.POST("/logout", s.logout, page...)
 	s.listPages(pages, page...) // overview, jobs, dead letters, workers
 	s.jobPages(pages, page...)  // one job, the submit form

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Config is what the HTTP server needs.
@@ -79,6 +80,13 @@ type server struct {
 	versionCheck chan struct{}
 }
 
+// Read deadlines of request bodies (Config.ReadTimeout,
+// Config.UploadReadTimeout); see httpx.BodyDeadline.
+const (
+	defaultReadTimeout       = 20 * time.Second
+	defaultUploadReadTimeout = 10 * time.Minute
+)
+
 // New returns the HTTP handler of Leasehold, with every route of routes.go.
 func New(cfg Config) *echo.Echo {
 	s := &server{
@@ -113,9 +121,10 @@ func New(cfg Config) *echo.Echo {
 	// must not hold connections open forever.
 	e.Server.ReadHeaderTimeout = 10 * time.Second
 	e.Server.IdleTimeout = 2 * time.Minute
-	e.HTTPErrorHandler = s.handleError
+	e.HTTPErrorHandler = httpx.ErrorHandler(s.logger)
 	// Logging wraps recovery, so a panic is logged with its 500.
-	e.Use(s.logRequests, s.recoverPanics, s.bodyDeadline)
+	e.Use(httpx.LogRequests(s.logger), httpx.RecoverPanics(s.logger),
+		httpx.BodyDeadline(s.readTimeout, s.uploadReadTimeout, uploadRoutes))
 	s.routes(e)
 	return e
 }
