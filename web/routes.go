@@ -74,19 +74,39 @@ func (s *server) routes(e *echo.Echo) {
 	// state-changing request must come from this site with the session's
 	// CSRF token.
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
-	e.GET("/login", s.loginPage, httpx.PageHeaders)
-	e.POST("/login", s.login, httpx.PageHeaders)
+	d := s.dashboard
+	e.GET("/login", d.LoginPage, httpx.PageHeaders)
+	e.POST("/login", d.Login, httpx.PageHeaders)
 	// Middleware per route, not on the group: a group with middleware
 	// catches every unknown path, which would send API clients to sign in
 	// instead of answering 404/405.
 	pages := e.Group("")
 	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth)}
-	pages.POST("/logout", s.logout, page...)
-	s.listPages(pages, page...) // overview, jobs, dead letters, workers
-	s.jobPages(pages, page...)  // one job, the submit form
-	s.schedulePages(pages, page...)
+	pages.POST("/logout", d.Logout, page...)
+	pages.GET("/", d.OverviewPage, page...)
+	// Jobs: the list with its bulk actions, the dead letters, one job
+	// with its actions, and the submit form. /jobs/new is a static route,
+	// so echo matches it before /jobs/:id.
+	pages.GET("/jobs", d.JobsPage, page...)
+	pages.POST("/jobs/retry", d.RetryJobs, page...)
+	pages.POST("/jobs/cancel", d.CancelJobs, page...)
+	pages.GET("/dead", d.DeadPage, page...)
+	pages.GET("/jobs/new", d.NewJobForm, page...)
+	pages.POST("/jobs/new", d.SubmitNewJob, page...)
+	pages.GET("/jobs/:id", d.JobPage, page...)
+	pages.POST("/jobs/:id/retry", d.RetryJob, page...)
+	pages.POST("/jobs/:id/cancel", d.CancelJob, page...)
+	pages.GET("/workers", d.WorkersPage, page...)
+	// Schedules: the list, its create form, Pause and Resume.
+	pages.GET("/schedules", d.SchedulesPage, page...)
+	pages.POST("/schedules", d.CreateSchedule, page...)
+	pages.POST("/schedules/:name/pause", d.PauseSchedule, page...)
+	pages.POST("/schedules/:name/resume", d.ResumeSchedule, page...)
 	// Queues: pause, resume, cap.
-	s.queuePages(pages, page...)
+	pages.GET("/queues", d.QueuesPage, page...)
+	pages.POST("/queues/:name/pause", d.PauseQueue, page...)
+	pages.POST("/queues/:name/resume", d.ResumeQueue, page...)
+	pages.POST("/queues/:name/limit", d.SetQueueLimit, page...)
 	// What changed, pushed to the pages above (Server-Sent Events).
-	pages.GET("/events", s.events, page...)
+	pages.GET("/events", d.Events, page...)
 }

@@ -1,6 +1,8 @@
 // Package web is Leasehold's HTTP interface: the JSON API for jobs, stats,
-// health probes and Prometheus metrics. Handlers translate between HTTP and
-// the queue package, which alone changes job state.
+// health probes and Prometheus metrics, and the dashboard's pages (package
+// dashboard), all registered in routes.go with the middleware of package
+// httpx. Handlers translate between HTTP and the queue package, which
+// alone changes job state.
 package web
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/dashboard"
 	"github.com/leasehold/leasehold/web/httpx"
 )
 
@@ -69,9 +72,8 @@ type server struct {
 	claims       *queue.ClaimGate
 	auth         *auth.Service
 	artifacts    *artifact.Store
-	live         *live.Hub
-	// eventsKeepAlive is Config.EventsKeepAlive.
-	eventsKeepAlive time.Duration
+	// dashboard serves the pages.
+	dashboard *dashboard.Handler
 	// readTimeout and uploadReadTimeout bound how long a body may take.
 	readTimeout, uploadReadTimeout time.Duration
 	// versionCheck lets one schema-version check run at a time: the check
@@ -99,10 +101,7 @@ func New(cfg Config) *echo.Echo {
 		jobs:         cfg.Jobs,
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
-		live:         cfg.Live,
 		versionCheck: make(chan struct{}, 1),
-
-		eventsKeepAlive: cmp.Or(cfg.EventsKeepAlive, eventsKeepAlive),
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
@@ -114,6 +113,15 @@ func New(cfg Config) *echo.Echo {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
+	s.dashboard = dashboard.New(dashboard.Config{
+		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
+		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive,
+		// The API's rules: a page and the API agree about every worker.
+		Presence: dashboard.Presence{
+			Recent: workerWindow, Listed: workersPageWindow, Online: workerOnlineWindow,
+			Outcomes: workerOutcomes, Health: workerHealth,
+		},
+	})
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = ipExtractor(cfg.TrustedProxies)

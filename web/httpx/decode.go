@@ -179,3 +179,16 @@ func CheckText(field, s string) error {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// JobID reads the :id path parameter: a job's id, a positive 64-bit
+// integer.
+func JobID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, BadRequest("id", "is out of range")
+	}
+	if err != nil || id < 1 {
+		return 0, BadRequest("id", "must be a positive integer")
+	}
+	return id, nil
+}

@@ -1,9 +1,10 @@
-package web
+package dashboard
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -18,19 +19,19 @@ import (
 	"github.com/leasehold/leasehold/web/httpx"
 )
 
-// loginPage shows the sign-in form; a signed-in user goes on at once.
-func (s *server) loginPage(c echo.Context) error {
+// LoginPage shows the sign-in form; a signed-in user goes on at once.
+func (h *Handler) LoginPage(c echo.Context) error {
 	next := localPath(c.QueryParam("next"))
-	if _, err := httpx.SessionOf(c, s.auth); err == nil {
+	if _, err := httpx.SessionOf(c, h.auth); err == nil {
 		return c.Redirect(http.StatusSeeOther, next)
 	}
 	return render(c, http.StatusOK, templates.Login(templates.LoginView{CSS: static.URL("app.css"), Next: next}))
 }
 
-// login signs in. The new session replaces any the browser had (the
+// Login signs in. The new session replaces any the browser had (the
 // session is rotated), and a sign-in form posted from another site is
 // refused, so nobody can be signed in to someone else's account.
-func (s *server) login(c echo.Context) error {
+func (h *Handler) Login(c echo.Context) error {
 	if err := httpx.CheckCrossOrigin(c); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func (s *server) login(c echo.Context) error {
 	username, password := c.FormValue("username"), c.FormValue("password")
 	next := localPath(c.FormValue("next"))
 	view := templates.LoginView{CSS: static.URL("app.css"), Next: next, Username: username}
-	token, _, err := s.auth.SignIn(c.Request().Context(), clientAddr(c), username, password)
+	token, _, err := h.auth.SignIn(c.Request().Context(), clientAddr(c), username, password)
 	var throttled *auth.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
@@ -72,21 +73,28 @@ func (s *server) login(c echo.Context) error {
 		return err
 	}
 	if old, err := c.Cookie(httpx.SessionCookie); err == nil {
-		_ = s.auth.SignOut(c.Request().Context(), old.Value)
+		_ = h.auth.SignOut(c.Request().Context(), old.Value)
 	}
 	setSessionCookie(c, token, 0)
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
-// logout ends the session.
-func (s *server) logout(c echo.Context) error {
+// Logout ends the session.
+func (h *Handler) Logout(c echo.Context) error {
 	if cookie, err := c.Cookie(httpx.SessionCookie); err == nil {
-		if err := s.auth.SignOut(c.Request().Context(), cookie.Value); err != nil {
+		if err := h.auth.SignOut(c.Request().Context(), cookie.Value); err != nil {
 			return err
 		}
 	}
 	setSessionCookie(c, "", -1)
 	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// clientAddr is the address sign-ins are throttled by; the zero Addr
+// when the request's cannot be read.
+func clientAddr(c echo.Context) netip.Addr {
+	a, _ := netip.ParseAddr(c.RealIP())
+	return a
 }
 
 // localPath returns next when it is a path on this site, else "/": a

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"time"
@@ -19,7 +19,7 @@ func render(c echo.Context, status int, comp templ.Component) error {
 }
 
 // page is the layout's view model for the signed-in user of c.
-func (s *server) page(c echo.Context, title, nav string) templates.Page {
+func (h *Handler) page(c echo.Context, title, nav string) templates.Page {
 	sess := httpx.CurrentSession(c)
 	return templates.Page{
 		Title: title, Nav: nav, User: sess.Username, CSRF: sess.CSRFToken,

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"encoding/json"
@@ -14,17 +14,6 @@ import (
 	"github.com/leasehold/leasehold/templates"
 	"github.com/leasehold/leasehold/web/httpx"
 )
-
-// listPages registers the overview, the jobs list, the dead-letter queue
-// and the workers page.
-func (s *server) listPages(g *echo.Group, mw ...echo.MiddlewareFunc) {
-	g.GET("/", s.overviewPage, mw...)
-	g.GET("/jobs", s.jobsPage, mw...)
-	g.POST("/jobs/retry", s.jobsBulk(bulkRetry), mw...)
-	g.POST("/jobs/cancel", s.jobsBulk(bulkCancel), mw...)
-	g.GET("/dead", s.deadPage, mw...)
-	g.GET("/workers", s.workersPage, mw...)
-}
 
 // Sizes of the list pages.
 const (
