@@ -7,7 +7,13 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/static"
+	"github.com/leasehold/leasehold/web/httpx"
 )
+
+// uploadRoutes are the routes whose bodies may take long to arrive (a
+// screenshot sent from a home uplink): Config.UploadReadTimeout bounds
+// them instead of Config.ReadTimeout.
+var uploadRoutes = map[string]bool{"/api/v1/worker/jobs/:id/artifacts": true}
 
 // routes registers every route of the server; read it top to bottom to
 // know what the server answers and who may ask.
@@ -23,7 +29,7 @@ func (s *server) routes(e *echo.Echo) {
 	// JSON API for people and scripts: admin tokens only. Authentication is
 	// per route rather than per group, so that an unknown /api/v1 path is
 	// a plain 404 and the worker API can take other tokens.
-	admin := s.requireToken(apitoken.RoleAdmin)
+	admin := httpx.RequireToken(s.tokens, apitoken.RoleAdmin)
 	api := e.Group("/api/v1")
 	api.POST("/jobs", s.jobCreate, admin)
 	api.POST("/jobs/batch", s.jobBatch, admin)
@@ -45,7 +51,7 @@ func (s *server) routes(e *echo.Echo) {
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
-	worker := s.requireToken(apitoken.RoleWorker)
+	worker := httpx.RequireToken(s.tokens, apitoken.RoleWorker)
 	api.GET("/worker/whoami", s.workerWhoami, worker)
 	api.POST("/worker/claim", s.workerClaim, worker)
 	api.POST("/worker/presence", s.workerPresence, worker)
@@ -59,7 +65,7 @@ func (s *server) routes(e *echo.Echo) {
 	api.POST("/worker/jobs/:id/artifacts", s.workerArtifactUpload, worker)
 
 	// Artifact bytes: for signed-in people and admin tokens.
-	artifactAccess := s.requireSessionOrToken(apitoken.RoleAdmin)
+	artifactAccess := httpx.RequireSessionOrToken(s.auth, s.tokens, apitoken.RoleAdmin)
 	e.GET("/artifacts/:id", s.artifactGet, artifactAccess)
 	e.HEAD("/artifacts/:id", s.artifactGet, artifactAccess)
 	api.GET("/jobs/:id/attempts/:n/bundle", s.jobBundle, artifactAccess) // the job page's Download link
@@ -68,19 +74,39 @@ func (s *server) routes(e *echo.Echo) {
 	// state-changing request must come from this site with the session's
 	// CSRF token.
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
-	e.GET("/login", s.loginPage, s.pageHeaders)
-	e.POST("/login", s.login, s.pageHeaders)
+	d := s.dashboard
+	e.GET("/login", d.LoginPage, httpx.PageHeaders)
+	e.POST("/login", d.Login, httpx.PageHeaders)
 	// Middleware per route, not on the group: a group with middleware
 	// catches every unknown path, which would send API clients to sign in
 	// instead of answering 404/405.
 	pages := e.Group("")
-	page := []echo.MiddlewareFunc{s.pageHeaders, s.requireSession}
-	pages.POST("/logout", s.logout, page...)
-	s.listPages(pages, page...) // overview, jobs, dead letters, workers
-	s.jobPages(pages, page...)  // one job, the submit form
-	s.schedulePages(pages, page...)
+	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth)}
+	pages.POST("/logout", d.Logout, page...)
+	pages.GET("/", d.OverviewPage, page...)
+	// Jobs: the list with its bulk actions, the dead letters, one job
+	// with its actions, and the submit form. /jobs/new is a static route,
+	// so echo matches it before /jobs/:id.
+	pages.GET("/jobs", d.JobsPage, page...)
+	pages.POST("/jobs/retry", d.RetryJobs, page...)
+	pages.POST("/jobs/cancel", d.CancelJobs, page...)
+	pages.GET("/dead", d.DeadPage, page...)
+	pages.GET("/jobs/new", d.NewJobForm, page...)
+	pages.POST("/jobs/new", d.SubmitNewJob, page...)
+	pages.GET("/jobs/:id", d.JobPage, page...)
+	pages.POST("/jobs/:id/retry", d.RetryJob, page...)
+	pages.POST("/jobs/:id/cancel", d.CancelJob, page...)
+	pages.GET("/workers", d.WorkersPage, page...)
+	// Schedules: the list, its create form, Pause and Resume.
+	pages.GET("/schedules", d.SchedulesPage, page...)
+	pages.POST("/schedules", d.CreateSchedule, page...)
+	pages.POST("/schedules/:name/pause", d.PauseSchedule, page...)
+	pages.POST("/schedules/:name/resume", d.ResumeSchedule, page...)
 	// Queues: pause, resume, cap.
-	s.queuePages(pages, page...)
+	pages.GET("/queues", d.QueuesPage, page...)
+	pages.POST("/queues/:name/pause", d.PauseQueue, page...)
+	pages.POST("/queues/:name/resume", d.ResumeQueue, page...)
+	pages.POST("/queues/:name/limit", d.SetQueueLimit, page...)
 	// What changed, pushed to the pages above (Server-Sent Events).
-	pages.GET("/events", s.events, page...)
+	pages.GET("/events", d.Events, page...)
 }

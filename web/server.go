@@ -1,6 +1,8 @@
 // Package web is Leasehold's HTTP interface: the JSON API for jobs, stats,
-// health probes and Prometheus metrics. Handlers translate between HTTP and
-// the queue package, which alone changes job state.
+// health probes and Prometheus metrics, and the dashboard's pages (package
+// dashboard), all registered in routes.go with the middleware of package
+// httpx. Handlers translate between HTTP and the queue package, which
+// alone changes job state.
 package web
 
 import (
@@ -17,6 +19,8 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/dashboard"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Config is what the HTTP server needs.
@@ -68,9 +72,8 @@ type server struct {
 	claims       *queue.ClaimGate
 	auth         *auth.Service
 	artifacts    *artifact.Store
-	live         *live.Hub
-	// eventsKeepAlive is Config.EventsKeepAlive.
-	eventsKeepAlive time.Duration
+	// dashboard serves the pages.
+	dashboard *dashboard.Handler
 	// readTimeout and uploadReadTimeout bound how long a body may take.
 	readTimeout, uploadReadTimeout time.Duration
 	// versionCheck lets one schema-version check run at a time: the check
@@ -78,6 +81,13 @@ type server struct {
 	// connections while a migration runs.
 	versionCheck chan struct{}
 }
+
+// Read deadlines of request bodies (Config.ReadTimeout,
+// Config.UploadReadTimeout); see httpx.BodyDeadline.
+const (
+	defaultReadTimeout       = 20 * time.Second
+	defaultUploadReadTimeout = 10 * time.Minute
+)
 
 // New returns the HTTP handler of Leasehold, with every route of routes.go.
 func New(cfg Config) *echo.Echo {
@@ -91,10 +101,7 @@ func New(cfg Config) *echo.Echo {
 		jobs:         cfg.Jobs,
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
-		live:         cfg.Live,
 		versionCheck: make(chan struct{}, 1),
-
-		eventsKeepAlive: cmp.Or(cfg.EventsKeepAlive, eventsKeepAlive),
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
@@ -106,6 +113,15 @@ func New(cfg Config) *echo.Echo {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
+	s.dashboard = dashboard.New(dashboard.Config{
+		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
+		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive,
+		// The API's rules: a page and the API agree about every worker.
+		Presence: dashboard.Presence{
+			Recent: workerWindow, Listed: workersPageWindow, Online: workerOnlineWindow,
+			Outcomes: workerOutcomes, Health: workerHealth,
+		},
+	})
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
@@ -113,9 +129,10 @@ func New(cfg Config) *echo.Echo {
 	// must not hold connections open forever.
 	e.Server.ReadHeaderTimeout = 10 * time.Second
 	e.Server.IdleTimeout = 2 * time.Minute
-	e.HTTPErrorHandler = s.handleError
+	e.HTTPErrorHandler = httpx.ErrorHandler(s.logger)
 	// Logging wraps recovery, so a panic is logged with its 500.
-	e.Use(s.logRequests, s.recoverPanics, s.bodyDeadline)
+	e.Use(httpx.LogRequests(s.logger), httpx.RecoverPanics(s.logger),
+		httpx.BodyDeadline(s.readTimeout, s.uploadReadTimeout, uploadRoutes))
 	s.routes(e)
 	return e
 }

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/live"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Timing of an event stream. A stream lives eventsMaxAge plus up to a
@@ -30,20 +31,20 @@ const (
 	maxEventIDLen = 64
 )
 
-// events is GET /events: Server-Sent Events telling the dashboard's pages
+// Events is GET /events: Server-Sent Events telling the dashboard's pages
 // what changed, from the server's one LISTEN connection (live.Hub).
 // ?job=ID makes it a job page's stream. Last-Event-ID (or
 // ?last_event_id=, which a page passes on its first connection) replays
 // what came after it.
-func (s *server) events(c echo.Context) error {
-	if s.live == nil {
-		return &apiError{Status: http.StatusServiceUnavailable, Message: "live updates are not enabled on this server"}
+func (h *Handler) Events(c echo.Context) error {
+	if h.live == nil {
+		return &httpx.Error{Status: http.StatusServiceUnavailable, Message: "live updates are not enabled on this server"}
 	}
 	var job int64
 	if v := c.QueryParam("job"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return badRequest("job", "job must be a job id (a positive integer)")
+			return httpx.BadRequest("job", "job must be a job id (a positive integer)")
 		}
 		job = n
 	}
@@ -54,10 +55,10 @@ func (s *server) events(c echo.Context) error {
 	if len(lastID) > maxEventIDLen {
 		lastID = "?" // unknown: a reset
 	}
-	stream, replay, err := s.live.Subscribe(lastID, job)
+	stream, replay, err := h.live.Subscribe(lastID, job)
 	if errors.Is(err, live.ErrTooMany) || errors.Is(err, live.ErrClosed) {
 		c.Response().Header().Set("Retry-After", "5")
-		return &apiError{Status: http.StatusServiceUnavailable, Message: err.Error()}
+		return &httpx.Error{Status: http.StatusServiceUnavailable, Message: err.Error()}
 	}
 	if err != nil {
 		return fmt.Errorf("subscribing to events: %w", err)
@@ -69,10 +70,10 @@ func (s *server) events(c echo.Context) error {
 	// The server's deadlines would cut a stream that lives for minutes:
 	// none for reading (the request has no body), one per write instead.
 	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // proxies that buffer answers must not buffer this one
+	hdr := w.Header()
+	hdr.Set(echo.HeaderContentType, "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no") // proxies that buffer answers must not buffer this one
 	w.WriteHeader(http.StatusOK)
 	send := func(format string, args ...any) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
@@ -89,7 +90,7 @@ func (s *server) events(c echo.Context) error {
 			return nil
 		}
 	}
-	keepAlive := time.NewTicker(s.eventsKeepAlive)
+	keepAlive := time.NewTicker(h.eventsKeepAlive)
 	defer keepAlive.Stop()
 	maxAge := time.NewTimer(eventsMaxAge + rand.N(eventsMaxAge/2))
 	defer maxAge.Stop()
@@ -116,11 +117,11 @@ func (s *server) events(c echo.Context) error {
 
 // liveURL is the address of a page's event stream (job > 0: a job
 // page's), or "" without live updates.
-func (s *server) liveURL(job int64) string {
-	if s.live == nil {
+func (h *Handler) liveURL(job int64) string {
+	if h.live == nil {
 		return ""
 	}
-	u := "/events?last_event_id=" + s.live.LastID()
+	u := "/events?last_event_id=" + h.live.LastID()
 	if job > 0 {
 		u += "&job=" + strconv.FormatInt(job, 10)
 	}

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"encoding/json"
@@ -11,16 +11,16 @@ import (
 	"github.com/leasehold/leasehold/templates"
 )
 
-// workersPage is GET /workers: the workers seen in the last day, each
+// WorkersPage is GET /workers: the workers seen in the last day, each
 // with its phone as its device-info command last described it, the jobs
 // it holds now (the current one with its latest screenshot), its outcomes
 // of the last 24 hours and why it does not claim, if it does not. The
 // workers and their jobs are read in one snapshot. It polls itself; a
 // poll keeps the live part of the page.
-func (s *server) workersPage(c echo.Context) error {
+func (h *Handler) WorkersPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	live := s.liveURL(0) // before reading: what changes after the read is replayed
-	workers, err := s.queue.WorkerStatuses(ctx, workersPageWindow, workerOnlineWindow, workerOutcomes)
+	live := h.liveURL(0) // before reading: what changes after the read is replayed
+	workers, err := h.queue.WorkerStatuses(ctx, h.presence.Listed, h.presence.Online, h.presence.Outcomes)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
 	}
@@ -31,13 +31,13 @@ func (s *server) workersPage(c echo.Context) error {
 			current = append(current, w.Jobs[len(w.Jobs)-1].ID)
 		}
 	}
-	shots, err := s.queue.LatestScreenshots(ctx, current, 1)
+	shots, err := h.queue.LatestScreenshots(ctx, current, 1)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
 	}
 	v := templates.WorkersView{Rows: make([]templates.WorkersRow, len(workers)), Window: "24 hours", WorkerCommand: listWorkerCommand(c)}
 	for i, w := range workers {
-		claiming, reason := workerHealth(w)
+		claiming, reason := h.presence.Health(w)
 		r := templates.WorkersRow{
 			ID: w.ID, Device: listDeref(w.Device), Queues: w.Queues, Online: w.Online,
 			LastSeen: w.LastSeen, Started: w.StartedAt, Running: w.Running,
@@ -63,7 +63,7 @@ func (s *server) workersPage(c echo.Context) error {
 		}
 		v.Rows[i] = r
 	}
-	page := s.page(c, "Workers", "workers")
+	page := h.page(c, "Workers", "workers")
 	v.Pushed, page.Live = live != "", live
 	return render(c, http.StatusOK, templates.Workers(page, v))
 }

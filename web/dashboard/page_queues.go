@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"errors"
@@ -11,20 +11,13 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
-// queuePages registers the queues page and its actions.
-func (s *server) queuePages(g *echo.Group, mw ...echo.MiddlewareFunc) {
-	g.GET("/queues", s.queuesPage, mw...)
-	g.POST("/queues/:name/pause", s.queuesPagePause(true), mw...)
-	g.POST("/queues/:name/resume", s.queuesPagePause(false), mw...)
-	g.POST("/queues/:name/limit", s.queuesPageLimit, mw...)
-}
-
-// queuesPage is GET /queues: every queue with its state, counts and
+// QueuesPage is GET /queues: every queue with its state, counts and
 // limit, and the buttons to change them.
-func (s *server) queuesPage(c echo.Context) error {
-	return s.renderQueues(c, http.StatusOK, nil, refusedLimit{})
+func (h *Handler) QueuesPage(c echo.Context) error {
+	return h.renderQueues(c, http.StatusOK, nil, refusedLimit{})
 }
 
 // refusedLimit is a limit the form refused: the queue, what was typed and
@@ -32,8 +25,8 @@ func (s *server) queuesPage(c echo.Context) error {
 type refusedLimit struct{ queue, typed, reason string }
 
 // renderQueues shows the queues page.
-func (s *server) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
-	queues, err := s.queue.Queues(c.Request().Context())
+func (h *Handler) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
+	queues, err := h.queue.Queues(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("queues page: %w", err)
 	}
@@ -51,23 +44,26 @@ func (s *server) renderQueues(c echo.Context, status int, notices []templates.Li
 		}
 		v.Rows[i] = r
 	}
-	return render(c, status, templates.Queues(s.page(c, "Queues", "queues"), v))
+	return render(c, status, templates.Queues(h.page(c, "Queues", "queues"), v))
 }
 
-// queuesPagePause is the Pause or Resume button.
-func (s *server) queuesPagePause(pause bool) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		name := c.Param("name")
-		_, err := s.queue.PatchQueue(c.Request().Context(), name, queue.QueuePatch{Paused: &pause}, "user:"+currentSession(c).Username)
-		if err != nil {
-			return s.queuesPageRefused(c, err)
-		}
-		return c.Redirect(http.StatusSeeOther, "/queues")
+// PauseQueue is the Pause button of the queues page.
+func (h *Handler) PauseQueue(c echo.Context) error { return h.setQueuePaused(c, true) }
+
+// ResumeQueue is the Resume button of the queues page.
+func (h *Handler) ResumeQueue(c echo.Context) error { return h.setQueuePaused(c, false) }
+
+func (h *Handler) setQueuePaused(c echo.Context, pause bool) error {
+	name := c.Param("name")
+	_, err := h.queue.PatchQueue(c.Request().Context(), name, queue.QueuePatch{Paused: &pause}, "user:"+httpx.CurrentSession(c).Username)
+	if err != nil {
+		return h.queuesPageRefused(c, err)
 	}
+	return c.Redirect(http.StatusSeeOther, "/queues")
 }
 
-// queuesPageLimit is the limit form: a whole number, or empty for no limit.
-func (s *server) queuesPageLimit(c echo.Context) error {
+// SetQueueLimit is the limit form: a whole number, or empty for no limit.
+func (h *Handler) SetQueueLimit(c echo.Context) error {
 	name := c.Param("name")
 	typed := strings.TrimSpace(c.FormValue("max_running"))
 	p := queue.QueuePatch{ClearMaxRunning: typed == ""}
@@ -75,24 +71,24 @@ func (s *server) queuesPageLimit(c echo.Context) error {
 		n, err := strconv.ParseInt(typed, 10, 32)
 		if err != nil || n < 0 || n > queue.MaxQueueCap {
 			msg := fmt.Sprintf("The limit must be a whole number from 0 to %d, or empty for no limit.", queue.MaxQueueCap)
-			return s.renderQueues(c, http.StatusUnprocessableEntity,
+			return h.renderQueues(c, http.StatusUnprocessableEntity,
 				[]templates.ListNotice{{Kind: "error", Text: "The limit of " + listClip(name, 64) + " was not changed."}},
 				refusedLimit{queue: name, typed: typed, reason: msg})
 		}
 		p.MaxRunning = new(int32(n))
 	}
-	if _, err := s.queue.PatchQueue(c.Request().Context(), name, p, "user:"+currentSession(c).Username); err != nil {
-		return s.queuesPageRefused(c, err)
+	if _, err := h.queue.PatchQueue(c.Request().Context(), name, p, "user:"+httpx.CurrentSession(c).Username); err != nil {
+		return h.queuesPageRefused(c, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/queues")
 }
 
 // queuesPageRefused shows the page with why nothing changed: a queue
 // name no queue can have (a hand-made request) is a 400, never a 500.
-func (s *server) queuesPageRefused(c echo.Context, err error) error {
+func (h *Handler) queuesPageRefused(c echo.Context, err error) error {
 	var ve *queue.ValidationError
 	if !errors.As(err, &ve) {
 		return err
 	}
-	return s.renderQueues(c, http.StatusBadRequest, []templates.ListNotice{{Kind: "error", Text: "Nothing changed: " + ve.Message + "."}}, refusedLimit{})
+	return h.renderQueues(c, http.StatusBadRequest, []templates.ListNotice{{Kind: "error", Text: "Nothing changed: " + ve.Message + "."}}, refusedLimit{})
 }

@@ -1,4 +1,4 @@
-package web
+package httpx
 
 import (
 	"bytes"
@@ -18,29 +18,20 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Request body limits. A single job may carry a payload of
-// queue.MaxPayloadBytes; the rest leaves room for its other fields, so the
-// payload check, not this one, answers a payload just over its limit.
-const (
-	jobBodyLimit    = 1<<20 + 64<<10
-	batchBodyLimit  = 64 << 20
-	actionBodyLimit = 1 << 20
-)
-
 const jsonSpace = " \t\r\n"
 
-// readBody reads a JSON request body of at most limit bytes. Beyond the
+// ReadBody reads a JSON request body of at most limit bytes. Beyond the
 // limit it stops reading and answers 413, so an endless body costs at
 // most limit bytes of memory.
-func readBody(c echo.Context, limit int64) ([]byte, error) {
+func ReadBody(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != echo.MIMEApplicationJSON {
-			return nil, &apiError{Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
+			return nil, &Error{Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
 		}
 	}
-	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
+	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
 	if req.ContentLength > limit {
 		return nil, tooLarge // declared too large: do not read any of it
 	}
@@ -54,34 +45,34 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		return nil, tooLarge
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil, &apiError{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
+		return nil, &Error{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
 	}
 	if err != nil {
-		return nil, badRequest("", "reading request body: %v", err)
+		return nil, BadRequest("", "reading request body: %v", err)
 	}
 	return buf.Bytes(), nil
 }
 
-// decodeObject decodes data, which must be one JSON object, into v.
+// DecodeObject decodes data, which must be one JSON object, into v.
 // Unknown fields are refused so that a typo ("max_attempt") is an error
 // instead of a silent default. prefix locates data in the request
 // ("jobs[3].") for the field names of errors.
-func decodeObject(data []byte, v any, prefix string) error {
+func DecodeObject(data []byte, v any, prefix string) error {
 	if !utf8.Valid(data) {
-		return badRequest(strings.TrimSuffix(prefix, "."), "invalid UTF-8 at byte %d", invalidUTF8At(data))
+		return BadRequest(strings.TrimSuffix(prefix, "."), "invalid UTF-8 at byte %d", invalidUTF8At(data))
 	}
 	trimmed := bytes.TrimLeft(data, jsonSpace)
 	if len(trimmed) == 0 {
 		if prefix == "" {
-			return badRequest("", "request body is empty: send a JSON object")
+			return BadRequest("", "request body is empty: send a JSON object")
 		}
-		return badRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
+		return BadRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
 	}
 	if trimmed[0] != '{' {
 		if prefix == "" {
-			return badRequest("", "request body must be a JSON object")
+			return BadRequest("", "request body must be a JSON object")
 		}
-		return badRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
+		return BadRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -89,7 +80,7 @@ func decodeObject(data []byte, v any, prefix string) error {
 		return jsonError(err, prefix)
 	}
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], jsonSpace); len(rest) > 0 {
-		return badRequest("", "unexpected data after the JSON object at byte %d", len(data)-len(rest))
+		return BadRequest("", "unexpected data after the JSON object at byte %d", len(data)-len(rest))
 	}
 	return nil
 }
@@ -100,29 +91,29 @@ func jsonError(err error, prefix string) error {
 	var (
 		syntax  *json.SyntaxError
 		typeErr *json.UnmarshalTypeError
-		own     *apiError // from a field's own UnmarshalJSON
+		own     *Error // from a field's own UnmarshalJSON
 	)
 	switch {
 	case errors.As(err, &own):
 		return own
 	case errors.As(err, &syntax):
-		return badRequest("", "invalid JSON at byte %d: %s", syntax.Offset, syntax.Error())
+		return BadRequest("", "invalid JSON at byte %d: %s", syntax.Offset, syntax.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("", "invalid JSON: unexpected end of input")
+		return BadRequest("", "invalid JSON: unexpected end of input")
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" {
-			return badRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
+			return BadRequest(strings.TrimSuffix(prefix, "."), "must be a JSON object")
 		}
-		return badRequest(prefix+jsonPath(typeErr.Field), "must be %s, not %s", describeType(typeErr.Type), typeErr.Value)
+		return BadRequest(prefix+jsonPath(typeErr.Field), "must be %s, not %s", describeType(typeErr.Type), typeErr.Value)
 	}
 	// encoding/json has no type for this one; its message is stable.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		if unquoted, uerr := strconv.Unquote(name); uerr == nil {
 			name = unquoted
 		}
-		return badRequest(prefix+name, "unknown field")
+		return BadRequest(prefix+name, "unknown field")
 	}
-	return badRequest(strings.TrimSuffix(prefix, "."), "invalid JSON: %v", err)
+	return BadRequest(strings.TrimSuffix(prefix, "."), "invalid JSON: %v", err)
 }
 
 // jsonPath drops the Go names of embedded structs ("NewJob.priority")
@@ -178,13 +169,26 @@ func invalidUTF8At(data []byte) int {
 	return len(data)
 }
 
-// checkText refuses filter values that could never match and that
+// CheckText refuses filter values that could never match and that
 // PostgreSQL would refuse as text (NUL, invalid UTF-8).
-func checkText(field, s string) error {
+func CheckText(field, s string) error {
 	if len(s) > 255 || !utf8.ValidString(s) || strings.ContainsFunc(s, isControl) {
-		return badRequest(field, "must be at most 255 printable characters")
+		return BadRequest(field, "must be at most 255 printable characters")
 	}
 	return nil
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// JobID reads the :id path parameter: a job's id, a positive 64-bit
+// integer.
+func JobID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, BadRequest("id", "is out of range")
+	}
+	if err != nil || id < 1 {
+		return 0, BadRequest("id", "must be a positive integer")
+	}
+	return id, nil
+}

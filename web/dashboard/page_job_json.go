@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"bytes"
@@ -98,6 +98,9 @@ func (w *jsonWriter) write(b []byte) {
 }
 
 func (w *jsonWriter) writeString(s string) { w.write([]byte(s)) }
+
+// jsonSpace is what JSON counts as white space (RFC 8259).
+const jsonSpace = " \t\r\n"
 
 func (w *jsonWriter) skipSpace() {
 	for w.pos < len(w.in) && strings.IndexByte(jsonSpace, w.in[w.pos]) >= 0 {

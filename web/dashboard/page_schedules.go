@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"encoding/json"
@@ -13,27 +13,19 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
-// schedulePages registers the schedules page, its create form and its
-// Pause/Resume buttons.
-func (s *server) schedulePages(g *echo.Group, mw ...echo.MiddlewareFunc) {
-	g.GET("/schedules", s.schedulesPage, mw...)
-	g.POST("/schedules", s.scheduleFormSubmit, mw...)
-	g.POST("/schedules/:name/pause", s.schedulePause(true), mw...)
-	g.POST("/schedules/:name/resume", s.schedulePause(false), mw...)
-}
-
-// schedulesPage is GET /schedules: every schedule and an empty form.
-func (s *server) schedulesPage(c echo.Context) error {
-	return s.renderSchedules(c, http.StatusOK, templates.SchedulesView{
+// SchedulesPage is GET /schedules: every schedule and an empty form.
+func (h *Handler) SchedulesPage(c echo.Context) error {
+	return h.renderSchedules(c, http.StatusOK, templates.SchedulesView{
 		Form:    templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
 		Created: scheduleCreatedParam(c),
 	})
 }
 
-func (s *server) renderSchedules(c echo.Context, status int, v templates.SchedulesView) error {
-	list, err := s.queue.Schedules(c.Request().Context())
+func (h *Handler) renderSchedules(c echo.Context, status int, v templates.SchedulesView) error {
+	list, err := h.queue.Schedules(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("schedules page: %w", err)
 	}
@@ -44,7 +36,7 @@ func (s *server) renderSchedules(c echo.Context, status int, v templates.Schedul
 			Paused: sc.Paused, NextRunAt: sc.NextRunAt, LastRunAt: sc.LastRunAt, LastJobID: sc.LastJobID,
 		}
 	}
-	return render(c, status, templates.Schedules(s.page(c, "Schedules", "schedules"), v))
+	return render(c, status, templates.Schedules(h.page(c, "Schedules", "schedules"), v))
 }
 
 // scheduleCreatedParam is the ?created= of the redirect after a create,
@@ -56,10 +48,10 @@ func scheduleCreatedParam(c echo.Context) string {
 	return ""
 }
 
-// scheduleFormSubmit creates a schedule from the form: 303 to the list,
+// CreateSchedule creates a schedule from the form: 303 to the list,
 // or 422 (409 for a taken name) with each error beside its field and
 // nothing created.
-func (s *server) scheduleFormSubmit(c echo.Context) error {
+func (h *Handler) CreateSchedule(c echo.Context) error {
 	field := func(name string) string { return strings.TrimSpace(c.FormValue(name)) }
 	f := templates.ScheduleFormView{
 		Name: field("name"), Cron: field("cron"), Timezone: field("timezone"), Kind: field("kind"),
@@ -69,21 +61,21 @@ func (s *server) scheduleFormSubmit(c echo.Context) error {
 	ns, errs := scheduleFromForm(f)
 	if len(errs) > 0 {
 		f.Errors = errs
-		return s.renderSchedules(c, http.StatusUnprocessableEntity, templates.SchedulesView{Form: f})
+		return h.renderSchedules(c, http.StatusUnprocessableEntity, templates.SchedulesView{Form: f})
 	}
-	sched, err := s.queue.CreateSchedule(c.Request().Context(), ns, time.Now())
+	sched, err := h.queue.CreateSchedule(c.Request().Context(), ns, time.Now())
 	var ve *queue.ValidationError
 	switch {
 	case errors.Is(err, queue.ErrScheduleExists):
 		f.Errors = map[string]string{"name": "is taken by another schedule; pick another name"}
-		return s.renderSchedules(c, http.StatusConflict, templates.SchedulesView{Form: f})
+		return h.renderSchedules(c, http.StatusConflict, templates.SchedulesView{Form: f})
 	case errors.As(err, &ve):
 		f.Errors = map[string]string{scheduleFormField(ve.Field): ve.Message}
-		return s.renderSchedules(c, http.StatusUnprocessableEntity, templates.SchedulesView{Form: f})
+		return h.renderSchedules(c, http.StatusUnprocessableEntity, templates.SchedulesView{Form: f})
 	case err != nil:
 		return fmt.Errorf("creating schedule: %w", err)
 	}
-	s.logger.Info("schedule created", "schedule", sched.Name, "cron", sched.Cron, "by", currentSession(c).Username)
+	h.logger.Info("schedule created", "schedule", sched.Name, "cron", sched.Cron, "by", httpx.CurrentSession(c).Username)
 	return c.Redirect(http.StatusSeeOther, "/schedules?created="+sched.Name)
 }
 
@@ -149,28 +141,31 @@ func validationMessage(err error) string {
 	return err.Error()
 }
 
-// schedulePause is the Pause (or Resume) button: 303 back to the list;
+// PauseSchedule is a schedule's Pause button: 303 back to the list;
 // htmx follows it and swaps the list in place.
-func (s *server) schedulePause(pause bool) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		name := c.Param("name")
-		notFound := func() error {
-			return s.renderSchedules(c, http.StatusNotFound, templates.SchedulesView{
-				Notice: "Nothing changed: there is no schedule of that name (deleted meanwhile?).",
-				Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
-			})
-		}
-		if !queue.ValidScheduleName(name) {
-			return notFound()
-		}
-		_, err := s.queue.UpdateSchedule(c.Request().Context(), name, queue.SchedulePatch{Paused: &pause}, time.Now())
-		switch {
-		case errors.Is(err, queue.ErrScheduleNotFound):
-			return notFound()
-		case err != nil:
-			return fmt.Errorf("pausing schedule: %w", err)
-		}
-		s.logger.Info("schedule paused", "schedule", name, "paused", pause, "by", currentSession(c).Username)
-		return c.Redirect(http.StatusSeeOther, "/schedules")
+func (h *Handler) PauseSchedule(c echo.Context) error { return h.setSchedulePaused(c, true) }
+
+// ResumeSchedule is a schedule's Resume button, as PauseSchedule.
+func (h *Handler) ResumeSchedule(c echo.Context) error { return h.setSchedulePaused(c, false) }
+
+func (h *Handler) setSchedulePaused(c echo.Context, pause bool) error {
+	name := c.Param("name")
+	notFound := func() error {
+		return h.renderSchedules(c, http.StatusNotFound, templates.SchedulesView{
+			Notice: "Nothing changed: there is no schedule of that name (deleted meanwhile?).",
+			Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
+		})
 	}
+	if !queue.ValidScheduleName(name) {
+		return notFound()
+	}
+	_, err := h.queue.UpdateSchedule(c.Request().Context(), name, queue.SchedulePatch{Paused: &pause}, time.Now())
+	switch {
+	case errors.Is(err, queue.ErrScheduleNotFound):
+		return notFound()
+	case err != nil:
+		return fmt.Errorf("pausing schedule: %w", err)
+	}
+	h.logger.Info("schedule paused", "schedule", name, "paused", pause, "by", httpx.CurrentSession(c).Username)
+	return c.Redirect(http.StatusSeeOther, "/schedules")
 }

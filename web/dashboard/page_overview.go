@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"fmt"
@@ -14,26 +14,26 @@ import (
 // shows.
 const overviewDeadLetters = 5
 
-// overviewPage is GET /: jobs per state from the maintained counters
+// OverviewPage is GET /: jobs per state from the maintained counters
 // (never a count over jobs), the latest dead letters and the workers
 // online. It refreshes itself when told by its event stream, or polls
 // (see templates.OverviewLive).
-func (s *server) overviewPage(c echo.Context) error {
+func (h *Handler) OverviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	live := s.liveURL(0) // before reading: what changes after the read is replayed
-	counts, err := s.queue.Counts(ctx)
+	live := h.liveURL(0) // before reading: what changes after the read is replayed
+	counts, err := h.queue.Counts(ctx)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	dead, err := s.queue.RecentDead(ctx, overviewDeadLetters)
+	dead, err := h.queue.RecentDead(ctx, overviewDeadLetters)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	workers, err := s.queue.Workers(ctx, workerWindow)
+	workers, err := h.queue.Workers(ctx, h.presence.Recent)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	storage, err := s.queue.ArtifactStorage(ctx)
+	storage, err := h.queue.ArtifactStorage(ctx)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
@@ -57,7 +57,7 @@ func (s *server) overviewPage(c echo.Context) error {
 	for i, w := range workers {
 		v.Workers[i] = templates.OverviewWorker{ID: w.ID, Device: listDeref(w.Device), Running: w.Running, LastSeen: w.LastSeen}
 	}
-	page := s.page(c, "Overview", "overview")
+	page := h.page(c, "Overview", "overview")
 	v.Pushed, page.Live = live != "", live
 	return render(c, http.StatusOK, templates.Overview(page, v))
 }

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"fmt"
@@ -10,28 +10,28 @@ import (
 	"github.com/leasehold/leasehold/templates"
 )
 
-// deadPage is GET /dead: the dead-letter queue newest first, one keyset
+// DeadPage is GET /dead: the dead-letter queue newest first, one keyset
 // page at a time, each job with its last error and the screenshots of its
 // last attempt, all read in a fixed number of queries whatever the page
 // holds.
-func (s *server) deadPage(c echo.Context) error {
+func (h *Handler) DeadPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := parseListQuery(c, false)
-	counts, err := s.queue.Counts(ctx)
+	counts, err := h.queue.Counts(ctx)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
-	live := s.liveURL(0) // before reading: what changes after the read is replayed
+	live := h.liveURL(0) // before reading: what changes after the read is replayed
 	v := templates.DeadView{Cursor: q.cursor, Total: counts.Jobs[queue.StateDead], Notices: listFlashNotices(c)}
 	for _, p := range q.problems {
 		v.Notices = append(v.Notices, templates.ListNotice{Kind: "error", Text: p})
 	}
-	page := s.page(c, "Dead letters", "dead")
+	page := h.page(c, "Dead letters", "dead")
 	if q.invalid() {
 		v.Invalid = true
 		return render(c, http.StatusBadRequest, templates.Dead(page, v))
 	}
-	jobs, next, err := s.queue.List(ctx, queue.Filter{State: queue.StateDead}, q.cursor, deadPageSize)
+	jobs, next, err := h.queue.List(ctx, queue.Filter{State: queue.StateDead}, q.cursor, deadPageSize)
 	if err != nil {
 		return fmt.Errorf("listing dead letters: %w", err)
 	}
@@ -39,11 +39,11 @@ func (s *server) deadPage(c echo.Context) error {
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	shots, err := s.queue.LatestScreenshots(ctx, ids, deadShotsPerJob)
+	shots, err := h.queue.LatestScreenshots(ctx, ids, deadShotsPerJob)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
-	permanent, err := s.queue.PermanentlyDead(ctx, ids)
+	permanent, err := h.queue.PermanentlyDead(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}

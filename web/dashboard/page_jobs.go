@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"fmt"
@@ -12,17 +12,18 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // maxPageBulkIDs bounds the jobs one submit of a list's form may name:
 // a page shows at most fifty, and more belong to "Retry all" or the API.
 const maxPageBulkIDs = 500
 
-// jobsPage is GET /jobs: jobs newest first, filtered by the query string,
+// JobsPage is GET /jobs: jobs newest first, filtered by the query string,
 // one keyset page at a time. The newest page polls itself for its table.
-func (s *server) jobsPage(c echo.Context) error {
+func (h *Handler) JobsPage(c echo.Context) error {
 	q := parseListQuery(c, true)
-	live := s.liveURL(0) // before reading: what changes after the read is replayed
+	live := h.liveURL(0) // before reading: what changes after the read is replayed
 	v := templates.JobsView{
 		Filter: q.filter, States: listStateNames(), FieldErrors: q.fieldErrors, Cursor: q.cursor,
 		Notices: listFlashNotices(c),
@@ -30,13 +31,13 @@ func (s *server) jobsPage(c echo.Context) error {
 	for _, p := range q.problems {
 		v.Notices = append(v.Notices, templates.ListNotice{Kind: "error", Text: p})
 	}
-	page := s.page(c, "Jobs", "jobs")
+	page := h.page(c, "Jobs", "jobs")
 	if q.invalid() {
 		v.Invalid = true
 		return render(c, http.StatusBadRequest, templates.Jobs(page, v))
 	}
 	f := queue.Filter{State: queue.State(q.filter.State), Kind: q.filter.Kind, Queue: q.filter.Queue, App: q.filter.App}
-	jobs, next, err := s.queue.List(c.Request().Context(), f, q.cursor, jobsPageSize)
+	jobs, next, err := h.queue.List(c.Request().Context(), f, q.cursor, jobsPageSize)
 	if err != nil {
 		return fmt.Errorf("listing jobs for the jobs page: %w", err)
 	}
@@ -70,61 +71,65 @@ const (
 	bulkCancel
 )
 
-// jobsBulk is POST /jobs/retry and POST /jobs/cancel from the list pages'
-// forms: ids repeated (checkboxes, or one row's button), or all=dead to
-// retry every dead job. It redirects back to the page the form was on,
-// with its filters and a done= notice saying what changed.
-func (s *server) jobsBulk(action bulkAction) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		form, err := c.FormParams()
-		if err != nil {
-			return badRequest("", "reading the form: %v", err)
-		}
-		back := bulkReturnURL(form)
-		ids, problem := parseBulkIDs(form["ids"])
-		f := queue.Filter{IDs: ids}
-		// all=dead is the dead-letter queue's "Retry all dead": a filter
-		// instead of ids, never both, and never a cancel.
-		if all := form.Get("all"); all != "" && problem == "" {
-			if all != "dead" || action != bulkRetry || len(ids) > 0 {
-				problem = "Choose either jobs by their checkboxes or “Retry all dead”."
-			}
-			f = queue.Filter{State: queue.StateDead}
-		}
-		if problem != "" {
-			return render(c, http.StatusBadRequest, templates.ListProblem(s.page(c, "Nothing was changed", ""), problem, back))
-		}
-		if len(f.IDs) == 0 && f.State == "" {
-			return bulkRedirect(c, back, url.Values{"done": {"none"}})
-		}
-		who := "user:" + currentSession(c).Username
-		done := url.Values{}
-		var changed []queue.Job
-		if action == bulkRetry {
-			changed, err = s.queue.Retry(c.Request().Context(), f, who)
-			done.Set("done", "retried:"+strconv.Itoa(len(changed)))
-		} else {
-			changed, err = s.queue.Cancel(c.Request().Context(), f, who)
-			done.Set("done", "cancelled:"+strconv.Itoa(len(changed)))
-			stopping := 0
-			for _, j := range changed {
-				if j.State == queue.StateRunning {
-					stopping++
-				}
-			}
-			if stopping > 0 {
-				done.Set("stopping", strconv.Itoa(stopping))
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("bulk action from the dashboard: %w", err)
-		}
-		if skipped := len(f.IDs) - len(changed); len(f.IDs) > 0 && skipped > 0 {
-			done.Set("skipped", strconv.Itoa(skipped))
-		}
-		s.logger.Info("bulk action", "by", who, "retry", action == bulkRetry, "ids", len(f.IDs), "state", f.State, "changed", len(changed))
-		return bulkRedirect(c, back, done)
+// RetryJobs is POST /jobs/retry from the list pages' forms (see jobsBulk).
+func (h *Handler) RetryJobs(c echo.Context) error { return h.jobsBulk(c, bulkRetry) }
+
+// CancelJobs is POST /jobs/cancel from the list pages' forms (see jobsBulk).
+func (h *Handler) CancelJobs(c echo.Context) error { return h.jobsBulk(c, bulkCancel) }
+
+// jobsBulk is a bulk action from the list pages' forms: ids repeated
+// (checkboxes, or one row's button), or all=dead to retry every dead job.
+// It redirects back to the page the form was on, with its filters and a
+// done= notice saying what changed.
+func (h *Handler) jobsBulk(c echo.Context, action bulkAction) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return httpx.BadRequest("", "reading the form: %v", err)
 	}
+	back := bulkReturnURL(form)
+	ids, problem := parseBulkIDs(form["ids"])
+	f := queue.Filter{IDs: ids}
+	// all=dead is the dead-letter queue's "Retry all dead": a filter
+	// instead of ids, never both, and never a cancel.
+	if all := form.Get("all"); all != "" && problem == "" {
+		if all != "dead" || action != bulkRetry || len(ids) > 0 {
+			problem = "Choose either jobs by their checkboxes or “Retry all dead”."
+		}
+		f = queue.Filter{State: queue.StateDead}
+	}
+	if problem != "" {
+		return render(c, http.StatusBadRequest, templates.ListProblem(h.page(c, "Nothing was changed", ""), problem, back))
+	}
+	if len(f.IDs) == 0 && f.State == "" {
+		return bulkRedirect(c, back, url.Values{"done": {"none"}})
+	}
+	who := "user:" + httpx.CurrentSession(c).Username
+	done := url.Values{}
+	var changed []queue.Job
+	if action == bulkRetry {
+		changed, err = h.queue.Retry(c.Request().Context(), f, who)
+		done.Set("done", "retried:"+strconv.Itoa(len(changed)))
+	} else {
+		changed, err = h.queue.Cancel(c.Request().Context(), f, who)
+		done.Set("done", "cancelled:"+strconv.Itoa(len(changed)))
+		stopping := 0
+		for _, j := range changed {
+			if j.State == queue.StateRunning {
+				stopping++
+			}
+		}
+		if stopping > 0 {
+			done.Set("stopping", strconv.Itoa(stopping))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bulk action from the dashboard: %w", err)
+	}
+	if skipped := len(f.IDs) - len(changed); len(f.IDs) > 0 && skipped > 0 {
+		done.Set("skipped", strconv.Itoa(skipped))
+	}
+	h.logger.Info("bulk action", "by", who, "retry", action == bulkRetry, "ids", len(f.IDs), "state", f.State, "changed", len(changed))
+	return bulkRedirect(c, back, done)
 }
 
 // parseBulkIDs reads the ids of a bulk form: positive integers, at most
@@ -162,7 +167,7 @@ func bulkReturnURL(form url.Values) string {
 			name string
 			dst  *string
 		}{{"kind", &f.Kind}, {"queue", &f.Queue}, {"app", &f.App}} {
-			if v := form.Get(p.name); checkText(p.name, v) == nil {
+			if v := form.Get(p.name); httpx.CheckText(p.name, v) == nil {
 				*p.dst = v
 			}
 		}
@@ -186,7 +191,7 @@ func bulkRedirect(c echo.Context, back string, done url.Values) error {
 		}
 		target += sep + done.Encode()
 	}
-	if isHTMX(c) {
+	if httpx.IsHTMX(c) {
 		c.Response().Header().Set("HX-Redirect", target)
 		return c.NoContent(http.StatusOK)
 	}

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"crypto/rand"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // newJobKeyPattern is what the submit form's idempotency key looks like:
@@ -28,29 +29,29 @@ const (
 	newJobQueue = "default"
 )
 
-// newJobForm shows an empty submit form. Every form gets a fresh
+// NewJobForm shows an empty submit form. Every form gets a fresh
 // idempotency key, so that its double submit makes one job while a new
 // form makes a new one.
-func (s *server) newJobForm(c echo.Context) error {
+func (h *Handler) NewJobForm(c echo.Context) error {
 	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
-	return render(c, http.StatusOK, templates.NewJobForm(s.page(c, "New investigation", "new"), v))
+	return render(c, http.StatusOK, templates.NewJobForm(h.page(c, "New investigation", "new"), v))
 }
 
-// newJobSubmit submits the form: 303 to the job (a new one, or the one
+// SubmitNewJob submits the form: 303 to the job (a new one, or the one
 // this very form already created), 422 with the errors beside their
 // fields and nothing created, 409 when the form's key belongs to a
 // different job.
-func (s *server) newJobSubmit(c echo.Context) error {
+func (h *Handler) SubmitNewJob(c echo.Context) error {
 	in := readNewJobInput(c)
 	if !newJobKeyPattern.MatchString(in.IdempotencyKey) {
-		return s.jobProblem(c, http.StatusBadRequest, "This form cannot be submitted",
+		return h.jobProblem(c, http.StatusBadRequest, "This form cannot be submitted",
 			"It lacks the key that keeps a double submit from creating two jobs. Open a fresh form from “New investigation” and submit that.")
 	}
 	nj, errs, problem := newJobFromInput(in)
 	if len(errs) > 0 || problem != "" {
-		return s.newJobInvalid(c, in, errs, problem)
+		return h.newJobInvalid(c, in, errs, problem)
 	}
-	job, existed, err := s.queue.Insert(c.Request().Context(), nj)
+	job, existed, err := h.queue.Insert(c.Request().Context(), nj)
 	var ve *queue.ValidationError
 	switch {
 	case errors.Is(err, queue.ErrIdempotencyConflict):
@@ -61,24 +62,24 @@ func (s *server) newJobSubmit(c echo.Context) error {
 			"Check the values below and submit again to create a new one."
 		in.ExistingJob = "/jobs/" + strconv.FormatInt(job.ID, 10)
 		in.IdempotencyKey = newJobKey()
-		return render(c, http.StatusConflict, templates.NewJobForm(s.page(c, "New investigation", "new"), in))
+		return render(c, http.StatusConflict, templates.NewJobForm(h.page(c, "New investigation", "new"), in))
 	case errors.As(err, &ve):
 		if newJobIsField(ve.Field) {
-			return s.newJobInvalid(c, in, map[string]string{ve.Field: ve.Message}, "")
+			return h.newJobInvalid(c, in, map[string]string{ve.Field: ve.Message}, "")
 		}
-		return s.newJobInvalid(c, in, nil, ve.Field+" "+ve.Message)
+		return h.newJobInvalid(c, in, nil, ve.Field+" "+ve.Message)
 	case err != nil:
 		return fmt.Errorf("submitting investigation: %w", err)
 	}
 	if !existed {
-		s.logger.Info("job submitted", "job_id", job.ID, "by", currentSession(c).Username)
+		h.logger.Info("job submitted", "job_id", job.ID, "by", httpx.CurrentSession(c).Username)
 	}
 	return c.Redirect(http.StatusSeeOther, "/jobs/"+strconv.FormatInt(job.ID, 10))
 }
 
 // newJobInvalid shows the form again with what was typed, each error
 // beside its field and a summary above: 422, nothing created.
-func (s *server) newJobInvalid(c echo.Context, in templates.NewJobView, errs map[string]string, problem string) error {
+func (h *Handler) newJobInvalid(c echo.Context, in templates.NewJobView, errs map[string]string, problem string) error {
 	in.Errors = errs
 	switch {
 	case problem != "":
@@ -88,7 +89,7 @@ func (s *server) newJobInvalid(c echo.Context, in templates.NewJobView, errs map
 	default:
 		in.Notice = fmt.Sprintf("The investigation was not submitted: %d fields need a change.", len(errs))
 	}
-	return render(c, http.StatusUnprocessableEntity, templates.NewJobForm(s.page(c, "New investigation", "new"), in))
+	return render(c, http.StatusUnprocessableEntity, templates.NewJobForm(h.page(c, "New investigation", "new"), in))
 }
 
 // readNewJobInput reads the posted form as typed, minus surrounding

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"time"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/static"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // render writes a templ component as the HTML response.
@@ -18,8 +19,8 @@ func render(c echo.Context, status int, comp templ.Component) error {
 }
 
 // page is the layout's view model for the signed-in user of c.
-func (s *server) page(c echo.Context, title, nav string) templates.Page {
-	sess := currentSession(c)
+func (h *Handler) page(c echo.Context, title, nav string) templates.Page {
+	sess := httpx.CurrentSession(c)
 	return templates.Page{
 		Title: title, Nav: nav, User: sess.Username, CSRF: sess.CSRFToken,
 		CSS: static.URL("app.css"), JS: static.URL("app.js"), HTMX: static.URL("htmx.min.js"),
@@ -27,6 +28,3 @@ func (s *server) page(c echo.Context, title, nav string) templates.Page {
 		Now: time.Now(),
 	}
 }
-
-// isHTMX reports whether c is an htmx request (a partial is wanted).
-func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }

@@ -1,64 +1,16 @@
-package web
+package dashboard
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
 )
-
-// replayStep is one step of an attempt's replay.
-//
-// How steps are formed: an attempt's steps are its screenshots in upload
-// order (artifact id). Each is paired with the latest progress event of
-// the same attempt whose time is at or before the screenshot's
-// created_at: the action the agent had announced when the screen was
-// taken. Progress after the last screenshot belongs to no step; an
-// attempt without screenshots has no steps.
-type replayStep struct {
-	Shot queue.Artifact
-	// Message is the paired event's detail.message; "" for none.
-	Message string
-	// Elapsed is the screenshot's time from the attempt's start.
-	Elapsed time.Duration
-}
-
-// replaySteps forms the steps of the attempt that started at start from
-// events and artifacts, which may hold other attempts' too (they are
-// skipped); both are in time order, as the queue returns them.
-func replaySteps(number int32, start time.Time, events []queue.Event, artifacts []queue.Artifact) []replayStep {
-	var steps []replayStep
-	next, message := 0, ""
-	for _, a := range artifacts {
-		if a.Attempt != number || a.Kind != queue.ArtifactScreenshot {
-			continue
-		}
-		for ; next < len(events) && !events[next].At.After(a.CreatedAt); next++ {
-			e := events[next]
-			if e.Type == "progress" && e.Attempt != nil && *e.Attempt == number {
-				message = progressMessage(e.Detail)
-			}
-		}
-		steps = append(steps, replayStep{Shot: a, Message: message, Elapsed: max(a.CreatedAt.Sub(start), 0)})
-	}
-	return steps
-}
-
-// progressMessage is a progress event's message, "" when it has none.
-func progressMessage(detail json.RawMessage) string {
-	var d struct {
-		Message string `json:"message"`
-	}
-	_ = json.Unmarshal(detail, &d)
-	return d.Message
-}
 
 // replayChoice is the step a job page's URL asks for, ?attempt=N&step=K;
 // zero fields ask for nothing.
@@ -99,15 +51,15 @@ func replayQuery(c echo.Context) (replayChoice, string) {
 // dead job (at its last step, where it failed), unless the URL chooses.
 // When the URL's choice is not one, it answers with a page and ok is
 // false; err is then the handler's result.
-func (s *server) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.JobPageView) (ok bool, err error) {
+func (h *Handler) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.JobPageView) (ok bool, err error) {
 	choice, problem := replayQuery(c)
 	if problem != "" {
-		return false, s.jobProblem(c, http.StatusBadRequest, "Not a step", problem)
+		return false, h.jobProblem(c, http.StatusBadRequest, "Not a step", problem)
 	}
 	for i := range v.Attempts {
 		a := &v.Attempts[i]
 		a.Bundle = fmt.Sprintf("/api/v1/jobs/%d/attempts/%d/bundle", d.ID, a.Number)
-		steps := replaySteps(a.Number, a.StartedAt, d.Events, d.Artifacts)
+		steps := queue.ReplaySteps(a.Number, a.StartedAt, d.Events, d.Artifacts)
 		if len(steps) == 0 {
 			continue
 		}

@@ -1,4 +1,4 @@
-package web
+package httpx
 
 import (
 	"crypto/subtle"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,10 +14,11 @@ import (
 )
 
 const (
-	sessionCookie = "lh_session"
+	// SessionCookie holds a signed-in user's session token.
+	SessionCookie = "lh_session"
 	sessionKey    = "leasehold.session"
-	// pageBodyLimit bounds a dashboard form.
-	pageBodyLimit = 256 << 10
+	// FormBodyLimit bounds a dashboard form.
+	FormBodyLimit = 256 << 10
 )
 
 // pageCSP allows nothing inline: scripts and styles come from /static
@@ -26,14 +26,14 @@ const (
 const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 
-// currentSession is the signed-in user's session (zero outside pages).
-func currentSession(c echo.Context) auth.Session {
+// CurrentSession is the signed-in user's session (zero outside pages).
+func CurrentSession(c echo.Context) auth.Session {
 	sess, _ := c.Get(sessionKey).(auth.Session)
 	return sess
 }
 
-// pageHeaders sets the security headers of every HTML page.
-func (s *server) pageHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+// PageHeaders sets the security headers of every HTML page.
+func PageHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
 		h.Set("Content-Security-Policy", pageCSP)
@@ -45,43 +45,45 @@ func (s *server) pageHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireSession lets only signed-in users through; others are sent to
+// RequireSession lets only signed-in users through; others are sent to
 // sign in. A state-changing request must also come from this site: its
 // Sec-Fetch-Site/Origin must say so (http.CrossOriginProtection) and it
 // must carry the session's CSRF token (form field _csrf, or the
 // X-CSRF-Token header htmx sends).
-func (s *server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		sess, err := s.sessionOf(c)
-		if errors.Is(err, auth.ErrNoSession) {
-			return toSignIn(c)
-		}
-		if err != nil {
-			return err
-		}
-		c.Set(sessionKey, sess)
-		if !safeMethod(c.Request().Method) {
-			if err := checkForgery(c, sess); err != nil {
+func RequireSession(a *auth.Service) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			sess, err := SessionOf(c, a)
+			if errors.Is(err, auth.ErrNoSession) {
+				return toSignIn(c)
+			}
+			if err != nil {
 				return err
 			}
+			c.Set(sessionKey, sess)
+			if !safeMethod(c.Request().Method) {
+				if err := checkForgery(c, sess); err != nil {
+					return err
+				}
+			}
+			return next(c)
 		}
-		return next(c)
 	}
 }
 
-// requireSessionOrToken accepts a signed-in user or a bearer token of
+// RequireSessionOrToken accepts a signed-in user or a bearer token of
 // role (for scripts fetching artifacts).
-func (s *server) requireSessionOrToken(role apitoken.Role) echo.MiddlewareFunc {
-	byToken := s.requireToken(role)
+func RequireSessionOrToken(a *auth.Service, tokens *apitoken.Store, role apitoken.Role) echo.MiddlewareFunc {
+	byToken := RequireToken(tokens, role)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		viaToken := byToken(next)
 		return func(c echo.Context) error {
 			if c.Request().Header.Get(echo.HeaderAuthorization) != "" {
 				return viaToken(c)
 			}
-			sess, err := s.sessionOf(c)
+			sess, err := SessionOf(c, a)
 			if errors.Is(err, auth.ErrNoSession) {
-				return &apiError{Status: http.StatusUnauthorized, Message: "missing bearer token or session: sign in, or send Authorization: Bearer TOKEN"}
+				return &Error{Status: http.StatusUnauthorized, Message: "missing bearer token or session: sign in, or send Authorization: Bearer TOKEN"}
 			}
 			if err != nil {
 				return err
@@ -92,33 +94,44 @@ func (s *server) requireSessionOrToken(role apitoken.Role) echo.MiddlewareFunc {
 	}
 }
 
-func (s *server) sessionOf(c echo.Context) (auth.Session, error) {
-	cookie, err := c.Cookie(sessionCookie)
+// SessionOf is the session of c's cookie; auth.ErrNoSession without one.
+func SessionOf(c echo.Context, a *auth.Service) (auth.Session, error) {
+	cookie, err := c.Cookie(SessionCookie)
 	if err != nil {
 		return auth.Session{}, auth.ErrNoSession
 	}
-	return s.auth.Session(c.Request().Context(), cookie.Value)
+	return a.Session(c.Request().Context(), cookie.Value)
 }
 
 var crossOrigin = http.NewCrossOriginProtection()
 
+// CheckCrossOrigin refuses (403) a request that another site made the
+// browser send, as its Sec-Fetch-Site or Origin tells
+// (http.CrossOriginProtection).
+func CheckCrossOrigin(c echo.Context) error {
+	if err := crossOrigin.Check(c.Request()); err != nil {
+		return &Error{Status: http.StatusForbidden, Message: "cross-site request refused"}
+	}
+	return nil
+}
+
 // checkForgery refuses a state-changing request that another site could
 // have made the browser send.
 func checkForgery(c echo.Context, sess auth.Session) error {
-	if err := crossOrigin.Check(c.Request()); err != nil {
-		return &apiError{Status: http.StatusForbidden, Message: "cross-site request refused"}
+	if err := CheckCrossOrigin(c); err != nil {
+		return err
 	}
 	req := c.Request()
-	req.Body = http.MaxBytesReader(c.Response(), req.Body, pageBodyLimit)
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, FormBodyLimit)
 	// Parsed here, so that a form over the limit is a 413 rather than a
 	// form without a token.
 	if err := req.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge,
-				Message: fmt.Sprintf("the form is larger than %d KiB: send less text", pageBodyLimit>>10)}
+			return &Error{Status: http.StatusRequestEntityTooLarge,
+				Message: fmt.Sprintf("the form is larger than %d KiB: send less text", FormBodyLimit>>10)}
 		}
-		return badRequest("", "malformed form: %v", err)
+		return BadRequest("", "malformed form: %v", err)
 	}
 	// Only the header or the form body: a token in the URL would leak
 	// into logs, history and Referer headers.
@@ -127,7 +140,7 @@ func checkForgery(c echo.Context, sess auth.Session) error {
 		token = req.PostForm.Get("_csrf")
 	}
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.CSRFToken)) != 1 {
-		return &apiError{Status: http.StatusForbidden, Message: "missing or stale form token: reload the page and try again"}
+		return &Error{Status: http.StatusForbidden, Message: "missing or stale form token: reload the page and try again"}
 	}
 	return nil
 }
@@ -143,32 +156,12 @@ func toSignIn(c echo.Context) error {
 	if c.Request().Method == http.MethodGet && c.Request().URL.RequestURI() != "/" {
 		target += "?next=" + url.QueryEscape(c.Request().URL.RequestURI())
 	}
-	if isHTMX(c) {
+	if IsHTMX(c) {
 		c.Response().Header().Set("HX-Redirect", target)
 		return c.NoContent(http.StatusUnauthorized)
 	}
 	return c.Redirect(http.StatusSeeOther, target)
 }
 
-// localPath returns next when it is a path on this site, else "/": a
-// sign-in link must not send anyone elsewhere.
-func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return "/"
-	}
-	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
-		return "/"
-	}
-	return next
-}
-
-// setSessionCookie sets the session cookie: HttpOnly, SameSite=Lax, and
-// Secure when served over TLS (directly or behind a TLS proxy).
-func setSessionCookie(c echo.Context, token string, maxAge int) {
-	r := c.Request()
-	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
-		MaxAge: maxAge,
-	})
-}
+// IsHTMX reports whether c is an htmx request (a partial is wanted).
+func IsHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }

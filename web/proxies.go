@@ -57,10 +57,3 @@ func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
 	}
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
-
-// clientAddr is the address sign-ins are throttled by; the zero Addr
-// when the request's cannot be read.
-func clientAddr(c echo.Context) netip.Addr {
-	a, _ := netip.ParseAddr(c.RealIP())
-	return a
-}

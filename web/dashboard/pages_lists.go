@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"encoding/json"
@@ -12,18 +12,8 @@ import (
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
-
-// listPages registers the overview, the jobs list, the dead-letter queue
-// and the workers page.
-func (s *server) listPages(g *echo.Group, mw ...echo.MiddlewareFunc) {
-	g.GET("/", s.overviewPage, mw...)
-	g.GET("/jobs", s.jobsPage, mw...)
-	g.POST("/jobs/retry", s.jobsBulk(bulkRetry), mw...)
-	g.POST("/jobs/cancel", s.jobsBulk(bulkCancel), mw...)
-	g.GET("/dead", s.deadPage, mw...)
-	g.GET("/workers", s.workersPage, mw...)
-}
 
 // Sizes of the list pages.
 const (
@@ -64,7 +54,7 @@ func parseListQuery(c echo.Context, withFilters bool) listQuery {
 			dst  *string
 		}{{"kind", &q.filter.Kind}, {"queue", &q.filter.Queue}, {"app", &q.filter.App}} {
 			*f.dst = c.QueryParam(f.name)
-			if err := checkText(f.name, *f.dst); err != nil {
+			if err := httpx.CheckText(f.name, *f.dst); err != nil {
 				q.fieldErrors[f.name] = "At most 255 printable characters."
 			}
 		}

@@ -1,9 +1,14 @@
-package web
+// Package httpx is what the dashboard and the APIs of package web share:
+// the middleware that logs, recovers, bounds bodies and checks who asks,
+// the error a handler returns and its mapping to a status code, and the
+// reading and decoding of JSON bodies.
+package httpx
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -13,9 +18,9 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// apiError is an error the client can act on: it becomes the response's
+// Error is an error the client can act on: it becomes the response's
 // status and JSON body.
-type apiError struct {
+type Error struct {
 	Status  int
 	Message string
 	// Field names the request field at fault, when there is one.
@@ -24,29 +29,34 @@ type apiError struct {
 	Code api.Code
 }
 
-func (e *apiError) Error() string {
+func (e *Error) Error() string {
 	if e.Field != "" {
 		return e.Field + ": " + e.Message
 	}
 	return e.Message
 }
 
-func badRequest(field, format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+// BadRequest is a 400 about field ("" for the request as a whole).
+func BadRequest(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// errPanicked reaches handleError from recoverPanics, which has already
+// errPanicked reaches the error handler from RecoverPanics, which has already
 // logged the panic and its stack.
 var errPanicked = errors.New("handler panicked")
 
-// handleError turns every error a handler or echo returns into a JSON
-// response. It is the only place that answers 500: bad input always maps
-// to a 4xx above it.
-func (s *server) handleError(err error, c echo.Context) {
+// ErrorHandler is the server's echo.HTTPErrorHandler: it turns every
+// error a handler or echo returns into a JSON response. It is the only
+// place that answers 500: bad input always maps to a 4xx above it.
+func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) { handleError(logger, err, c) }
+}
+
+func handleError(logger *slog.Logger, err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, body := s.describe(err, c)
+	status, body := describe(logger, err, c)
 	if body.Code == "" {
 		body.Code = codeOf(status)
 	}
@@ -59,7 +69,7 @@ func (s *server) handleError(err error, c echo.Context) {
 		err = c.JSON(status, body)
 	}
 	if err != nil {
-		s.logger.Warn("writing error response", "err", err)
+		logger.Warn("writing error response", "err", err)
 	}
 }
 
@@ -98,9 +108,9 @@ func codeOf(status int) api.Code {
 // statusClientClosed answers a request whose client went away (nginx's 499).
 const statusClientClosed = 499
 
-func (s *server) describe(err error, c echo.Context) (int, api.Error) {
+func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 	var (
-		ae       *apiError
+		ae       *Error
 		ve       *queue.ValidationError
 		he       *echo.HTTPError
 		tooLarge *http.MaxBytesError
@@ -131,7 +141,7 @@ func (s *server) describe(err error, c echo.Context) (int, api.Error) {
 	case errors.Is(err, errPanicked):
 		return http.StatusInternalServerError, api.Error{Error: "internal error", Code: api.CodeInternal}
 	default:
-		s.logger.Error("serving request", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		logger.Error("serving request", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		return http.StatusInternalServerError, api.Error{Error: "internal error", Code: api.CodeInternal}
 	}
 }
