@@ -8,7 +8,7 @@ ADDR ?= $(or $(LEASEHOLD_ADDR),127.0.0.1:8080)
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
 export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
-.PHONY: run build test test-private check lint-openapi generate bench bench-river experiment release clean
+.PHONY: run build test test-private check lint-openapi check-clients generate bench bench-river experiment release clean
 
 build:
 	$(GO) build -buildvcs=auto -o bin/ ./cmd/server ./cmd/worker
@@ -68,12 +68,34 @@ check:
 	test "$$before" = "$$after" || { echo "templ: generated code did not match its .templ sources (now regenerated: commit it)"; exit 1; }
 	$(GO) run ./db/schemadump -compare db/schema.sql
 	$(MAKE) --no-print-directory lint-openapi
+	$(MAKE) --no-print-directory check-clients
 
 # The API's OpenAPI document, with Redocly's recommended rules (from the
 # npm registry; needs node and npm).
 REDOCLY ?= @redocly/cli@2.77.0
 lint-openapi:
 	npx --yes $(REDOCLY) lint --extends=recommended web/openapi.json
+
+# Clients generated from web/openapi.json with each generator's default
+# options must compile, and so must the README's calls made through them:
+# ogen and oapi-codegen (tools/apiclients, its own module, so that they
+# stay out of go.mod), openapi-typescript with openapi-fetch under tsc
+# (exact versions in tools/apiclients/ts/package-lock.json, from the npm
+# registry). Generated code goes to the gitignored gen/ folders; npm's
+# cache stays in the user's cache directory.
+check-clients: export GOWORK = off
+check-clients: export npm_config_cache = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/npm
+check-clients:
+	@cd tools/apiclients && rm -rf gen && \
+	$(GO) tool ogen --target gen/ogenclient --package ogenclient --clean ../../web/openapi.json >gen.log 2>&1 || { cat gen.log; exit 1; }; \
+	mkdir -p gen/oapiclient && $(GO) tool oapi-codegen -package oapiclient -o gen/oapiclient/client.gen.go ../../web/openapi.json && \
+	$(GO) build ./... && rm -f gen.log && echo "ogen and oapi-codegen clients: the README's calls compile"
+	@cd tools/apiclients/ts && \
+	if ! cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null; then \
+	  npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.installed-lock; \
+	fi && \
+	npx --no-install openapi-typescript ../../../web/openapi.json -o gen/api.d.ts --silent && \
+	npx --no-install tsc --noEmit -p . && echo "openapi-typescript client: the README's calls type-check"
 
 generate:
 	$(GO) tool sqlc generate

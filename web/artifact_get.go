@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -63,6 +64,37 @@ func (s *server) artifactGet(c echo.Context) error {
 	}
 	h.Set(echo.HeaderContentDisposition, disposition)
 	// ServeContent answers Range, HEAD and If-None-Match from the file.
-	http.ServeContent(c.Response(), c.Request(), "", a.CreatedAt, f)
+	w := &rangeRefusal{ResponseWriter: c.Response()}
+	http.ServeContent(w, c.Request(), "", a.CreatedAt, f)
+	if w.refused {
+		// Only Content-Range ("bytes */SIZE") belongs to the refusal; the
+		// rest described the bytes that are not sent.
+		for _, k := range []string{echo.HeaderContentType, echo.HeaderContentDisposition, echo.HeaderContentLength, "Cache-Control", "ETag", echo.HeaderLastModified} {
+			h.Del(k)
+		}
+		return &apiError{Status: http.StatusRequestedRangeNotSatisfiable, Message: "requested range not satisfiable: the artifact is " + strconv.FormatInt(a.Size, 10) + " bytes"}
+	}
 	return nil
+}
+
+// rangeRefusal keeps http.ServeContent's plain-text 416 from the client,
+// so that the refusal is answered as JSON like every other error.
+type rangeRefusal struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (w *rangeRefusal) WriteHeader(status int) {
+	if status == http.StatusRequestedRangeNotSatisfiable {
+		w.refused = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *rangeRefusal) Write(p []byte) (int, error) {
+	if w.refused {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
 }

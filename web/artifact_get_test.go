@@ -71,6 +71,27 @@ func TestArtifactGet(t *testing.T) {
 			header: map[string]string{"If-None-Match": `"` + img.SHA256 + `"`}}).want(t, http.StatusNotModified)
 	})
 
+	// A range past the end answers the JSON error every other refusal
+	// answers (as web/openapi.json says), not net/http's text/plain.
+	t.Run("RangeNotSatisfiable", func(t *testing.T) {
+		res := f.do(t, call{method: http.MethodGet, path: "/artifacts/" + itoa(img.ID),
+			header: map[string]string{"Range": "bytes=100000-"}}).want(t, http.StatusRequestedRangeNotSatisfiable)
+		if ct := res.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("416 Content-Type = %q, want application/json", ct)
+		}
+		if msg, _ := res.json(t)["error"].(string); !strings.Contains(msg, "range") {
+			t.Errorf("416 error = %q, want it to mention the range", msg)
+		}
+		if cr := res.header.Get("Content-Range"); cr != "bytes */"+itoa(int64(len(png))) {
+			t.Errorf("416 Content-Range = %q, want bytes */%d", cr, len(png))
+		}
+		for _, h := range []string{"Content-Disposition", "Etag", "Cache-Control"} {
+			if v := res.header.Get(h); v != "" {
+				t.Errorf("416 answer has %s %q", h, v)
+			}
+		}
+	})
+
 	t.Run("Refusals", func(t *testing.T) {
 		path := "/artifacts/" + itoa(img.ID)
 		for _, tc := range []struct {
