@@ -183,7 +183,7 @@ func untilMs(ms float64) time.Duration {
 
 func (r *Reaper) reapAll(ctx context.Context, q *db.Queries) error {
 	for {
-		rows, err := q.JobReapExpired(ctx, reapBatch)
+		rows, err := q.JobReapExpired(ctx, db.JobReapExpiredParams{Max: reapBatch})
 		if err != nil {
 			return fmt.Errorf("reaping expired leases: %w", err)
 		}
