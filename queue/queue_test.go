@@ -300,9 +300,12 @@ func TestFailBackoffBounds(t *testing.T) {
 	f := setup(t, 4)
 	const base, maxMs = 40, 300
 	job := f.insert(t, jobOpts{maxAttempts: 7, backoffBase: base, backoffMax: maxMs})
+	// Each retry is claimed and failed at the time it is due, by the
+	// statements' clock: no wait for the backoff.
+	at := f.client
 	for n := 1; n <= 6; n++ {
-		j := claimWhenDue(t, f, "w")
-		failed, err := f.client.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
+		j := testutil.ClaimJob(t, f.ctx, at, "w", "default", time.Minute)
+		failed, err := at.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,6 +321,7 @@ func TestFailBackoffBounds(t *testing.T) {
 		if delay < lo || delay > hi {
 			t.Fatalf("failure %d: backoff %v outside [%v, %v]", n, delay, lo, hi)
 		}
+		at = f.client.At(failed.RunAt)
 	}
 }
 
