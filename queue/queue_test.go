@@ -72,13 +72,6 @@ func leaseOf(j queue.Job) queue.Lease {
 	return queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: *j.LeaseOwner}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 func TestClaimConcurrentExactlyOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 70)
