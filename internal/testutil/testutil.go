@@ -28,6 +28,24 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
+// Await calls probe every few milliseconds until it reports done, and
+// returns the value it last gave. If within passes first, it fails the
+// test with describe of that value, which says where things stood.
+func Await[T any](t testing.TB, within time.Duration, probe func() (T, bool), describe func(last T) string) T {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v, done := probe()
+		if done {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v: %s", within, describe(v))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // LockedBuffer is an io.Writer that many goroutines may write at once (a
 // logger's handler, a child process's output) while a test reads it.
 type LockedBuffer struct {
