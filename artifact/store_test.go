@@ -21,6 +21,7 @@ import (
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/artifact/artifacttest"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -55,14 +56,9 @@ func setup(t *testing.T, limits ...artifact.Limits) *fixture {
 // lease submits a job and claims it.
 func (f *fixture) lease(t *testing.T) queue.Lease {
 	t.Helper()
-	if _, _, err := f.q.Insert(f.ctx, queue.NewJob{Kind: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := f.q.Claim(f.ctx, queue.ClaimParams{WorkerID: "w1", Queues: []string{"default"}, Limit: 1, Lease: time.Minute})
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("claiming: %v, %d jobs", err, len(jobs))
-	}
-	return queue.Lease{JobID: jobs[0].ID, Token: jobs[0].LeaseToken, WorkerID: "w1"}
+	testutil.InsertJob(t, f.ctx, f.q, testutil.Job{})
+	j := testutil.ClaimJob(t, f.ctx, f.q, "w1", "default", time.Minute)
+	return queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: "w1"}
 }
 
 // files lists the regular files under base, relative to it.

@@ -143,35 +143,36 @@ WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
       AND concurrency_key IS NULL
-      AND run_at <= now()
-      AND queue = ANY($1::text[])
-      AND (device IS NULL OR device = ANY($2::text[]))
+      AND run_at <= coalesce($1::timestamptz, now())
+      AND queue = ANY($2::text[])
+      AND (device IS NULL OR device = ANY($3::text[]))
       AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
     ORDER BY priority, run_at, id
-    LIMIT $3
+    LIMIT $4
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $4::text,
-        lease_ms = $5::integer,
+        lease_owner = $5::text,
+        lease_ms = $6::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = now(),
-        attempt_started_at = now(),
-        lease_until = now() + LEAST($5::integer, j.timeout_ms) * interval '1 millisecond'
+        heartbeat_at = coalesce($1::timestamptz, now()),
+        attempt_started_at = coalesce($1::timestamptz, now()),
+        lease_until = coalesce($1::timestamptz, now()) + LEAST($6::integer, j.timeout_ms) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($5::integer, timeout_ms))::text) AS sent
-    FROM claimed HAVING min(LEAST($5::integer, timeout_ms)) < $6::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms))::text) AS sent
+    FROM claimed HAVING min(LEAST($6::integer, timeout_ms)) < $7::integer
 )
 SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
+	Now         *time.Time
 	Queues      []string
 	Devices     []string
 	Max         int32
@@ -230,8 +231,12 @@ type JobClaimRow struct {
 // computed once per statement instead, as an InitPlan, cost 8 more buffer
 // touches and 40 % more commits per job in the River benchmark, through
 // the plans it led to). JobClaimLimited* claim the others.
+//
+// @now is NULL but in tests, which name the time instead of sleeping
+// (here and in every lease statement below); the plan is the same.
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := q.db.Query(ctx, jobClaim,
+		arg.Now,
 		arg.Queues,
 		arg.Devices,
 		arg.Max,
@@ -596,18 +601,24 @@ WITH input AS (
     ORDER BY 1
 ), done AS (
     UPDATE jobs j
-    SET state = 'succeeded', result = i.result, finished_at = now()
+    SET state = 'succeeded', result = i.result, finished_at = coalesce($2::timestamptz, now())
     FROM input i
     -- The ids again as an array, so that the rows are found by primary key
     -- rather than by scanning every running job.
     WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
-      AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+      -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
+      AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until - (coalesce($2::timestamptz, now()) - now()), i.lease_token, i.worker_id)
     RETURNING j.id, j.lease_token, j.lease_owner, j.queue, j.concurrency_key
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM done
 )
 SELECT done.id, done.lease_token, done.lease_owner FROM done LEFT JOIN freed ON true
 `
+
+type JobCompleteManyParams struct {
+	Completions json.RawMessage
+	Now         *time.Time
+}
 
 type JobCompleteManyRow struct {
 	ID         int64
@@ -625,8 +636,8 @@ type JobCompleteManyRow struct {
 // the worker write its batch again). A batch that frees room under a
 // limit wakes the queues' idle workers (job_limits_freed); others send
 // nothing.
-func (q *Queries) JobCompleteMany(ctx context.Context, completions json.RawMessage) ([]JobCompleteManyRow, error) {
-	rows, err := q.db.Query(ctx, jobCompleteMany, completions)
+func (q *Queries) JobCompleteMany(ctx context.Context, arg JobCompleteManyParams) ([]JobCompleteManyRow, error) {
+	rows, err := q.db.Query(ctx, jobCompleteMany, arg.Completions, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -691,15 +702,16 @@ WITH failed AS (
         last_error = $1,
         state = job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts),
         run_at = CASE WHEN job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts) = 'pending'
-                      THEN now() + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
+                      THEN coalesce($3::timestamptz, now()) + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
         finished_at = CASE WHEN job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts) <> 'pending'
-                           THEN now() END
-    WHERE jobs.id = $3
-      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $4, $5)
+                           THEN coalesce($3::timestamptz, now()) END
+    WHERE jobs.id = $4
+      -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce($3::timestamptz, now()) - now()), $5, $6)
     RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'failed', $1
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($3::timestamptz, now()), 'failed', $1
     FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -715,6 +727,7 @@ SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, fa
 type JobFailParams struct {
 	Error      *string
 	Retryable  bool
+	Now        *time.Time
 	ID         int64
 	LeaseToken int64
 	WorkerID   string
@@ -760,6 +773,7 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 	row := q.db.QueryRow(ctx, jobFail,
 		arg.Error,
 		arg.Retryable,
+		arg.Now,
 		arg.ID,
 		arg.LeaseToken,
 		arg.WorkerID,
@@ -899,16 +913,17 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 
 const jobHeartbeat = `-- name: JobHeartbeat :one
 UPDATE jobs
-SET heartbeat_at = now(),
-    lease_until = CASE WHEN timeout_ms IS NULL THEN now() + lease_ms * interval '1 millisecond'
-                       ELSE LEAST(now() + lease_ms * interval '1 millisecond',
+SET heartbeat_at = coalesce($1::timestamptz, now()),
+    lease_until = CASE WHEN timeout_ms IS NULL THEN coalesce($1::timestamptz, now()) + lease_ms * interval '1 millisecond'
+                       ELSE LEAST(coalesce($1::timestamptz, now()) + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
-WHERE id = $1 AND lease_is_current(state, lease_token, lease_owner, lease_until, $2, $3)
+WHERE id = $2 AND lease_is_current(state, lease_token, lease_owner, lease_until - (coalesce($1::timestamptz, now()) - now()), $3, $4)
 RETURNING lease_until, cancel_requested,
-          (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms
+          (EXTRACT(EPOCH FROM lease_until - coalesce($1::timestamptz, now())) * 1000)::float8 AS remaining_ms
 `
 
 type JobHeartbeatParams struct {
+	Now        *time.Time
 	ID         int64
 	LeaseToken int64
 	WorkerID   string
@@ -924,10 +939,17 @@ type JobHeartbeatRow struct {
 // deadline has not passed: an expired lease is lost even before the reaper
 // gets to it. Never past the attempt's timeout. Touches no indexed column,
 // so it is a HOT update.
+// lease_is_current compares the deadline with now(): a test that names the
+// time moves the deadline back by as much (by nothing in production).
 // remaining_ms lets the worker keep its own deadline without ever
 // comparing its clock with the database's.
 func (q *Queries) JobHeartbeat(ctx context.Context, arg JobHeartbeatParams) (JobHeartbeatRow, error) {
-	row := q.db.QueryRow(ctx, jobHeartbeat, arg.ID, arg.LeaseToken, arg.WorkerID)
+	row := q.db.QueryRow(ctx, jobHeartbeat,
+		arg.Now,
+		arg.ID,
+		arg.LeaseToken,
+		arg.WorkerID,
+	)
 	var i JobHeartbeatRow
 	err := row.Scan(&i.LeaseUntil, &i.CancelRequested, &i.RemainingMs)
 	return i, err
@@ -1230,9 +1252,9 @@ WITH expired AS MATERIALIZED (
     SELECT id,
            (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
     FROM jobs
-    WHERE state = 'running' AND lease_until <= now()
+    WHERE state = 'running' AND lease_until <= coalesce($1::timestamptz, now())
     ORDER BY lease_until
-    LIMIT $1
+    LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
@@ -1241,15 +1263,15 @@ WITH expired AS MATERIALIZED (
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
         state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
         run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
-                      THEN now() + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
+                      THEN coalesce($1::timestamptz, now()) + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
         finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
-                           THEN now() END
+                           THEN coalesce($1::timestamptz, now()) END
     FROM expired e
     WHERE j.id = e.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, e.timed_out
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(),
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($1::timestamptz, now()),
            CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
     FROM reaped
 ), ev AS (
@@ -1262,8 +1284,13 @@ WITH expired AS MATERIALIZED (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
     WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
 )
-SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped
+SELECT id, queue, state, lease_until, coalesce($1::timestamptz, now())::timestamptz AS reaped_at FROM reaped
 `
+
+type JobReapExpiredParams struct {
+	Now *time.Time
+	Max int32
+}
 
 type JobReapExpiredRow struct {
 	ID         int64
@@ -1276,8 +1303,8 @@ type JobReapExpiredRow struct {
 // Takes back running jobs whose lease deadline has passed. A lease that
 // reached the attempt's timeout fails the attempt (timed_out); otherwise it
 // ends lease_expired. Both count.
-func (q *Queries) JobReapExpired(ctx context.Context, max int32) ([]JobReapExpiredRow, error) {
-	rows, err := q.db.Query(ctx, jobReapExpired, max)
+func (q *Queries) JobReapExpired(ctx context.Context, arg JobReapExpiredParams) ([]JobReapExpiredRow, error) {
+	rows, err := q.db.Query(ctx, jobReapExpired, arg.Now, arg.Max)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 var binDir string
@@ -84,7 +83,7 @@ func newEnvOn(t *testing.T, url string) *env {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.LockedBuffer
 	done chan struct{}
 	err  error
 }
@@ -94,7 +93,7 @@ func (e *env) spawn(name string, args []string, extraEnv ...string) *proc {
 	cmd := exec.Command(filepath.Join(binDir, strings.Fields(name)[0]), args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dbURL, "LEASEHOLD_API_TOKEN="+e.token)
 	cmd.Env = append(cmd.Env, extraEnv...)
-	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting %s: %v", name, err)
@@ -212,21 +211,4 @@ func (e *env) count(sql string, args ...any) int {
 		e.t.Fatalf("%s: %v", sql, err)
 	}
 	return n
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

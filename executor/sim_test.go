@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
@@ -131,44 +132,48 @@ func TestSimPermanent(t *testing.T) {
 	}
 }
 
+// Under synctest: the sim's step timers are its own, and it does no I/O
+// with a fake reporter, so a second of steps passes at once.
 func TestSimHangStopsOnCancel(t *testing.T) {
 	t.Parallel()
-	r := newFakeReporter(1, newFakeLedger())
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	stopped := errors.New("lease lost by heartbeat")
-	done := make(chan error, 1)
-	go func() {
-		_, err := Sim{}.Run(ctx, simJob(1, 1, `{"steps":2,"step_ms":1,"hang":true}`), r)
-		done <- err
-	}()
-	// Past its 2 nominal steps it keeps going, with a screenshot about
-	// once a second (step 1000 at 1 ms a step).
-	const wait = 10 * time.Second
-	timeout := time.NewTimer(wait)
-	defer timeout.Stop()
-	for shots := 0; shots < 3; {
-		select {
-		case <-r.changed:
-			if n := len(r.artifactNames()); n > shots {
-				shots = n
-				timeout.Reset(wait)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReporter(1, newFakeLedger())
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		stopped := errors.New("lease lost by heartbeat")
+		done := make(chan error, 1)
+		go func() {
+			_, err := Sim{}.Run(ctx, simJob(1, 1, `{"steps":2,"step_ms":1,"hang":true}`), r)
+			done <- err
+		}()
+		// Past its 2 nominal steps it keeps going, with a screenshot about
+		// once a second (step 1000 at 1 ms a step).
+		const wait = 10 * time.Second
+		timeout := time.NewTimer(wait)
+		defer timeout.Stop()
+		for shots := 0; shots < 3; {
+			select {
+			case <-r.changed:
+				if n := len(r.artifactNames()); n > shots {
+					shots = n
+					timeout.Reset(wait)
+				}
+			case err := <-done:
+				t.Fatalf("hang returned %v before it was stopped", err)
+			case <-timeout.C:
+				t.Fatal("no screenshots from a hanging job")
 			}
+		}
+		cancel(stopped)
+		select {
 		case err := <-done:
-			t.Fatalf("hang returned %v before it was stopped", err)
-		case <-timeout.C:
-			t.Fatal("no screenshots from a hanging job")
+			if !errors.Is(err, stopped) {
+				t.Fatalf("%v, want the cancel cause", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("hang did not stop on cancel")
 		}
-	}
-	cancel(stopped)
-	select {
-	case err := <-done:
-		if !errors.Is(err, stopped) {
-			t.Fatalf("%v, want the cancel cause", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("hang did not stop on cancel")
-	}
+	})
 }
 
 // effectServer counts POSTs and records their Idempotency-Key headers.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasehold/leasehold/live"
@@ -207,66 +208,70 @@ func TestHubResetsUnknownOrTooOldID(t *testing.T) {
 // all of them, and the last change always gets out.
 func TestHubCoalesces(t *testing.T) {
 	t.Parallel()
-	h := live.NewHub(live.Config{Coalesce: 200 * time.Millisecond})
-	s, _ := subscribe(t, h, "", 0)
-	h.Notify(jobsChanged(1))
-	if ev := next(t, s, 50*time.Millisecond); !strings.Contains(ev.Data, "[1]") {
-		t.Fatalf("first event %+v: the first change goes out at once", ev)
-	}
-	for i := range 500 {
-		h.Notify(jobsChanged(int64(i + 2)))
-	}
-	ev := next(t, s, time.Second)
-	if ev.Name != live.EventJobs || ev.Data != `{"ids":null,"states":["pending","running"]}` {
-		t.Fatalf("coalesced event %+v: 500 jobs are too many to name", ev)
-	}
-	noEvent(t, s, 300*time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		h := live.NewHub(live.Config{Coalesce: 200 * time.Millisecond})
+		s, _ := subscribe(t, h, "", 0)
+		h.Notify(jobsChanged(1))
+		if ev := next(t, s, 50*time.Millisecond); !strings.Contains(ev.Data, "[1]") {
+			t.Fatalf("first event %+v: the first change goes out at once", ev)
+		}
+		for i := range 500 {
+			h.Notify(jobsChanged(int64(i + 2)))
+		}
+		ev := next(t, s, time.Second)
+		if ev.Name != live.EventJobs || ev.Data != `{"ids":null,"states":["pending","running"]}` {
+			t.Fatalf("coalesced event %+v: 500 jobs are too many to name", ev)
+		}
+		noEvent(t, s, 300*time.Millisecond)
 
-	h.Notify(jobsChanged(600))
-	h.Notify(jobsChanged(601))
-	a := next(t, s, 50*time.Millisecond)
-	b := next(t, s, time.Second)
-	if !strings.Contains(a.Data, "[600]") || !strings.Contains(b.Data, "[601]") {
-		t.Fatalf("after a quiet window: %+v then %+v", a, b)
-	}
+		h.Notify(jobsChanged(600))
+		h.Notify(jobsChanged(601))
+		a := next(t, s, 50*time.Millisecond)
+		b := next(t, s, time.Second)
+		if !strings.Contains(a.Data, "[600]") || !strings.Contains(b.Data, "[601]") {
+			t.Fatalf("after a quiet window: %+v then %+v", a, b)
+		}
+	})
 }
 
 func TestHubDeadAndWorkers(t *testing.T) {
 	t.Parallel()
-	h := live.NewHub(live.Config{Coalesce: -1, WorkerOnline: 300 * time.Millisecond})
-	s, _ := subscribe(t, h, "", 0)
+	synctest.Test(t, func(t *testing.T) {
+		h := live.NewHub(live.Config{Coalesce: -1, WorkerOnline: 300 * time.Millisecond})
+		s, _ := subscribe(t, h, "", 0)
 
-	h.Notify(queue.Change{Kind: queue.ChangeJobs, JobIDs: []int64{1}, States: []queue.State{queue.StateRunning, queue.StateDead}})
-	if a, b := next(t, s, time.Second), next(t, s, time.Second); a.Name != live.EventJobs || b.Name != live.EventDead {
-		t.Fatalf("a job going dead: %+v, %+v", a, b)
-	}
+		h.Notify(queue.Change{Kind: queue.ChangeJobs, JobIDs: []int64{1}, States: []queue.State{queue.StateRunning, queue.StateDead}})
+		if a, b := next(t, s, time.Second), next(t, s, time.Second); a.Name != live.EventJobs || b.Name != live.EventDead {
+			t.Fatalf("a job going dead: %+v, %+v", a, b)
+		}
 
-	h.Notify(queue.Change{Kind: queue.ChangeWorker, WorkerID: "w1"})
-	if ev := next(t, s, time.Second); ev.Name != live.EventWorkers {
-		t.Fatalf("a worker's first report: %+v", ev)
-	}
-	// Reports that change nothing are quiet while they keep coming…
-	for range 5 {
-		time.Sleep(50 * time.Millisecond)
 		h.Notify(queue.Change{Kind: queue.ChangeWorker, WorkerID: "w1"})
-	}
-	select {
-	case ev := <-s.Events():
-		t.Fatalf("a report that changed nothing: %+v", ev)
-	default:
-	}
-	h.Notify(queue.Change{Kind: queue.ChangeWorker, WorkerID: "w1", WorkerChanged: true})
-	if ev := next(t, s, time.Second); ev.Name != live.EventWorkers {
-		t.Fatalf("a changed report: %+v", ev)
-	}
-	// …and when they stop, the worker is announced gone.
-	start := time.Now()
-	if ev := next(t, s, 2*time.Second); ev.Name != live.EventWorkers {
-		t.Fatalf("a silent worker: %+v", ev)
-	}
-	if d := time.Since(start); d < 200*time.Millisecond {
-		t.Fatalf("announced gone after %s, before its online window", d)
-	}
+		if ev := next(t, s, time.Second); ev.Name != live.EventWorkers {
+			t.Fatalf("a worker's first report: %+v", ev)
+		}
+		// Reports that change nothing are quiet while they keep coming…
+		for range 5 {
+			time.Sleep(50 * time.Millisecond)
+			h.Notify(queue.Change{Kind: queue.ChangeWorker, WorkerID: "w1"})
+		}
+		select {
+		case ev := <-s.Events():
+			t.Fatalf("a report that changed nothing: %+v", ev)
+		default:
+		}
+		h.Notify(queue.Change{Kind: queue.ChangeWorker, WorkerID: "w1", WorkerChanged: true})
+		if ev := next(t, s, time.Second); ev.Name != live.EventWorkers {
+			t.Fatalf("a changed report: %+v", ev)
+		}
+		// …and when they stop, the worker is announced gone.
+		start := time.Now()
+		if ev := next(t, s, 2*time.Second); ev.Name != live.EventWorkers {
+			t.Fatalf("a silent worker: %+v", ev)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Fatalf("announced gone after %s, before its online window", d)
+		}
+	})
 }
 
 func TestHubMissedChangesReset(t *testing.T) {
@@ -396,43 +401,43 @@ func (w *watchLog) last() (string, int) {
 // before it went unannounced), an open stream renews it, and once the
 // last one closed the watch ends.
 func TestKeepWatchedFollowsTheStreams(t *testing.T) {
-	h := live.NewHub(live.Config{Coalesce: -1, WatchRenew: 50 * time.Millisecond})
-	w := &watchLog{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.KeepWatched(ctx, w, slog.New(slog.DiscardHandler)); close(done) }()
+	synctest.Test(t, func(t *testing.T) {
+		h := live.NewHub(live.Config{Coalesce: -1, WatchRenew: 50 * time.Millisecond})
+		w := &watchLog{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { h.KeepWatched(ctx, w, slog.New(slog.DiscardHandler)); close(done) }()
 
-	time.Sleep(120 * time.Millisecond)
-	if call, _ := w.last(); call != "" {
-		t.Fatalf("without streams: %q, want no watch", call)
-	}
-	s, _, err := h.Subscribe("", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-s.Events():
-		if ev.Name != live.EventReset {
-			t.Fatalf("first event %+v, want a reset", ev)
+		time.Sleep(120 * time.Millisecond)
+		if call, _ := w.last(); call != "" {
+			t.Fatalf("without streams: %q, want no watch", call)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("no reset after the watch began")
-	}
-	if call, _ := w.last(); call != "watch 150ms" {
-		t.Fatalf("after the first stream: %q, want a watch", call)
-	}
-	time.Sleep(200 * time.Millisecond)
-	if _, n := w.last(); n < 3 {
-		t.Fatalf("%d calls while a stream was open, want the watch renewed", n)
-	}
-	s.Close()
-	deadline := time.Now().Add(time.Second)
-	for call, _ := w.last(); call != "unwatch"; call, _ = w.last() {
-		if time.Now().After(deadline) {
+		s, _, err := h.Subscribe("", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-s.Events():
+			if ev.Name != live.EventReset {
+				t.Fatalf("first event %+v, want a reset", ev)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no reset after the watch began")
+		}
+		if call, _ := w.last(); call != "watch 150ms" {
+			t.Fatalf("after the first stream: %q, want a watch", call)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if _, n := w.last(); n < 3 {
+			t.Fatalf("%d calls while a stream was open, want the watch renewed", n)
+		}
+		s.Close()
+		time.Sleep(time.Second) // on the bubble's clock, as every sleep here
+		synctest.Wait()
+		if call, _ := w.last(); call != "unwatch" {
 			t.Fatalf("last call %q a second after the last stream closed, want unwatch", call)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
+		cancel()
+		<-done
+	})
 }

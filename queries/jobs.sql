@@ -89,11 +89,14 @@ LIMIT @max;
 -- computed once per statement instead, as an InitPlan, cost 8 more buffer
 -- touches and 40 % more commits per job in the River benchmark, through
 -- the plans it led to). JobClaimLimited* claim the others.
+--
+-- @now is NULL but in tests, which name the time instead of sleeping
+-- (here and in every lease statement below); the plan is the same.
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
       AND concurrency_key IS NULL
-      AND run_at <= now()
+      AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND queue = ANY(@queues::text[])
       AND (device IS NULL OR device = ANY(@devices::text[]))
       AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
@@ -107,9 +110,9 @@ WITH candidates AS MATERIALIZED (
         lease_owner = @worker_id::text,
         lease_ms = @lease_ms::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = now(),
-        attempt_started_at = now(),
-        lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
+        heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        attempt_started_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        lease_until = coalesce(sqlc.narg('now')::timestamptz, now()) + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
@@ -280,15 +283,17 @@ SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, 
 -- gets to it. Never past the attempt's timeout. Touches no indexed column,
 -- so it is a HOT update.
 UPDATE jobs
-SET heartbeat_at = now(),
-    lease_until = CASE WHEN timeout_ms IS NULL THEN now() + lease_ms * interval '1 millisecond'
-                       ELSE LEAST(now() + lease_ms * interval '1 millisecond',
+SET heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    lease_until = CASE WHEN timeout_ms IS NULL THEN coalesce(sqlc.narg('now')::timestamptz, now()) + lease_ms * interval '1 millisecond'
+                       ELSE LEAST(coalesce(sqlc.narg('now')::timestamptz, now()) + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
-WHERE id = @id AND lease_is_current(state, lease_token, lease_owner, lease_until, @lease_token, @worker_id)
+-- lease_is_current compares the deadline with now(): a test that names the
+-- time moves the deadline back by as much (by nothing in production).
+WHERE id = @id AND lease_is_current(state, lease_token, lease_owner, lease_until - (coalesce(sqlc.narg('now')::timestamptz, now()) - now()), @lease_token, @worker_id)
 -- remaining_ms lets the worker keep its own deadline without ever
 -- comparing its clock with the database's.
 RETURNING lease_until, cancel_requested,
-          (EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 AS remaining_ms;
+          (EXTRACT(EPOCH FROM lease_until - coalesce(sqlc.narg('now')::timestamptz, now())) * 1000)::float8 AS remaining_ms;
 
 -- name: JobCompleteMany :many
 -- Completes a batch given as a JSON array of {id, lease_token, worker_id,
@@ -308,12 +313,13 @@ WITH input AS (
     ORDER BY 1
 ), done AS (
     UPDATE jobs j
-    SET state = 'succeeded', result = i.result, finished_at = now()
+    SET state = 'succeeded', result = i.result, finished_at = coalesce(sqlc.narg('now')::timestamptz, now())
     FROM input i
     -- The ids again as an array, so that the rows are found by primary key
     -- rather than by scanning every running job.
     WHERE j.id = ANY (ARRAY(SELECT id FROM input)) AND j.id = i.id
-      AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, i.lease_token, i.worker_id)
+      -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
+      AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until - (coalesce(sqlc.narg('now')::timestamptz, now()) - now()), i.lease_token, i.worker_id)
     RETURNING j.id, j.lease_token, j.lease_owner, j.queue, j.concurrency_key
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM done
@@ -330,15 +336,16 @@ WITH failed AS (
         last_error = @error,
         state = job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts),
         run_at = CASE WHEN job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts) = 'pending'
-                      THEN now() + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
+                      THEN coalesce(sqlc.narg('now')::timestamptz, now()) + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
         finished_at = CASE WHEN job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts) <> 'pending'
-                           THEN now() END
+                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) END
     WHERE jobs.id = @id
-      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, @lease_token, @worker_id)
+      -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
+      AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce(sqlc.narg('now')::timestamptz, now()) - now()), @lease_token, @worker_id)
     RETURNING *
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'failed', @error
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()), 'failed', @error
     FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -387,7 +394,7 @@ WITH expired AS MATERIALIZED (
     SELECT id,
            (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
     FROM jobs
-    WHERE state = 'running' AND lease_until <= now()
+    WHERE state = 'running' AND lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
     ORDER BY lease_until
     LIMIT @max
     FOR UPDATE SKIP LOCKED
@@ -398,15 +405,15 @@ WITH expired AS MATERIALIZED (
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
         state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
         run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
-                      THEN now() + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
+                      THEN coalesce(sqlc.narg('now')::timestamptz, now()) + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
         finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
-                           THEN now() END
+                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) END
     FROM expired e
     WHERE j.id = e.id
     RETURNING j.*, e.timed_out
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(),
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()),
            CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
     FROM reaped
 ), ev AS (
@@ -419,7 +426,7 @@ WITH expired AS MATERIALIZED (
     UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
     WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
 )
-SELECT id, queue, state, lease_until, now()::timestamptz AS reaped_at FROM reaped;
+SELECT id, queue, state, lease_until, coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS reaped_at FROM reaped;
 
 -- name: JobNextDeadline :one
 -- How long until the earliest lease deadline, and until the next

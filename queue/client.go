@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -16,6 +17,10 @@ type Client struct {
 	q      *db.Queries
 	logger *slog.Logger
 	limits limitsSeen
+	// now, when set, is the time the lease statements take instead of the
+	// database clock. Only tests set it (export_test.go): production
+	// passes NULL, which the statements read as now().
+	now *time.Time
 }
 
 // NewClient returns a Client on pool.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/leasehold/leasehold/db"
 )
 
 // Completion is one attempt's success, for CompleteMany.
@@ -44,7 +46,7 @@ func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, er
 	if err != nil {
 		return nil, fmt.Errorf("encoding completions: %w", err)
 	}
-	rows, err := c.q.JobCompleteMany(ctx, encoded)
+	rows, err := c.q.JobCompleteMany(ctx, db.JobCompleteManyParams{Completions: encoded, Now: c.now})
 	if err != nil {
 		return nil, fmt.Errorf("completing jobs: %w", err)
 	}

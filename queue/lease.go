@@ -87,6 +87,7 @@ func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.J
 	return db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
+		Now: c.now,
 	}
 }
 
@@ -111,7 +112,7 @@ type HeartbeatResult struct {
 // job now: the token is stale, the job no longer runs, or the deadline
 // passed.
 func (c *Client) Heartbeat(ctx context.Context, l Lease) (HeartbeatResult, error) {
-	row, err := c.q.JobHeartbeat(ctx, db.JobHeartbeatParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID})
+	row, err := c.q.JobHeartbeat(ctx, db.JobHeartbeatParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Now: c.now})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return HeartbeatResult{}, c.refused(ctx, "heartbeat", l)
 	}
@@ -143,7 +144,7 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) 
 // its backoff while counted attempts remain; otherwise the job goes dead.
 func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) (Job, error) {
 	msg = cleanText(msg, maxMessageBytes)
-	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Error: &msg, Retryable: retryable})
+	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Error: &msg, Retryable: retryable, Now: c.now})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, c.refused(ctx, "fail", l)
 	}

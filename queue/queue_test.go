@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -52,50 +54,23 @@ type jobOpts struct {
 	timeoutMs      int32
 }
 
+// insert inserts a job; unlike the queue's default, its retries are due
+// at once unless o says otherwise.
 func (f *fixture) insert(t *testing.T, o jobOpts) queue.Job {
 	t.Helper()
-	nj := queue.NewJob{Kind: cmpOr(o.kind, "test"), Queue: o.queue, Payload: json.RawMessage(cmpOr(o.payload, `{}`))}
-	if o.maxAttempts > 0 {
-		nj.MaxAttempts = &o.maxAttempts
-	}
-	nj.BackoffBaseMs = &o.backoffBase
-	if o.backoffMax > 0 {
-		nj.BackoffMaxMs = &o.backoffMax
-	}
-	if o.idempotencyKey != "" {
-		nj.IdempotencyKey = &o.idempotencyKey
-	}
-	if o.timeoutMs > 0 {
-		nj.TimeoutMs = &o.timeoutMs
-	}
-	job, _, err := f.client.Insert(f.ctx, nj)
-	if err != nil {
-		t.Fatalf("inserting job: %v", err)
-	}
-	return job
+	return testutil.InsertJob(t, f.ctx, f.client, testutil.Job{
+		Kind: o.kind, Queue: o.queue, Payload: o.payload, MaxAttempts: o.maxAttempts,
+		BackoffBaseMs: &o.backoffBase, BackoffMaxMs: o.backoffMax, IdempotencyKey: o.idempotencyKey, TimeoutMs: o.timeoutMs,
+	})
 }
 
 func (f *fixture) claimOne(t *testing.T, worker string, lease time.Duration) queue.Job {
 	t.Helper()
-	jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: worker, Queues: []string{"default"}, Limit: 1, Lease: lease})
-	if err != nil {
-		t.Fatalf("claiming: %v", err)
-	}
-	if len(jobs) != 1 {
-		t.Fatalf("claimed %d jobs, want 1", len(jobs))
-	}
-	return jobs[0]
+	return testutil.ClaimJob(t, f.ctx, f.client, worker, "default", lease)
 }
 
 func leaseOf(j queue.Job) queue.Lease {
 	return queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: *j.LeaseOwner}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func TestClaimConcurrentExactlyOnce(t *testing.T) {
@@ -209,9 +184,10 @@ func TestStaleTokenRefused(t *testing.T) {
 	f := setup(t, 4)
 	job := f.insert(t, jobOpts{backoffBase: 0})
 	old := f.claimOne(t, "old", 100*time.Millisecond)
-	time.Sleep(150 * time.Millisecond)
-	reapUntil(t, f, old.ID)
-	current := f.claimOne(t, "new", time.Minute)
+	// An hour on, by the statements' clock: the lease has long expired.
+	later := f.client.At(time.Now().Add(time.Hour))
+	reapAt(t, f, later, old.ID)
+	current := testutil.ClaimJob(t, f.ctx, later, "new", "default", time.Minute)
 	if current.LeaseToken <= old.LeaseToken {
 		t.Fatalf("new token %d not larger than old %d", current.LeaseToken, old.LeaseToken)
 	}
@@ -262,20 +238,23 @@ func TestExpiredLeaseRefusedBeforeReap(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	f.insert(t, jobOpts{})
-	// Long enough that a loaded machine still heartbeats in time.
-	j := f.claimOne(t, "w", 500*time.Millisecond)
+	j := f.claimOne(t, "w", time.Minute)
 	if _, err := f.client.Heartbeat(f.ctx, leaseOf(j)); err != nil {
 		t.Fatalf("heartbeat in time: %v", err)
 	}
-	time.Sleep(800 * time.Millisecond)
+	// Two minutes on, by the statements' clock.
+	late := f.client.At(time.Now().Add(2 * time.Minute))
 	// No reaper runs: the job is still "running", but its deadline passed.
 	if got, _ := f.client.Get(f.ctx, j.ID); got.State != queue.StateRunning {
 		t.Fatalf("state %s, want running (not reaped yet)", got.State)
 	}
-	if _, err := f.client.Heartbeat(f.ctx, leaseOf(j)); !errors.Is(err, queue.ErrLeaseLost) {
+	if _, err := late.Heartbeat(f.ctx, leaseOf(j)); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("late heartbeat: %v, want ErrLeaseLost", err)
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(j), nil); !errors.Is(err, queue.ErrLeaseLost) {
+	if _, err := late.Fail(f.ctx, leaseOf(j), "late", true); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("late fail: %v, want ErrLeaseLost", err)
+	}
+	if _, err := late.Complete(f.ctx, leaseOf(j), nil); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("late complete: %v, want ErrLeaseLost", err)
 	}
 	if _, err := f.client.Heartbeat(f.ctx, queue.Lease{JobID: j.ID + 1000, Token: 1}); !errors.Is(err, queue.ErrNotFound) {
@@ -315,9 +294,12 @@ func TestFailBackoffBounds(t *testing.T) {
 	f := setup(t, 4)
 	const base, maxMs = 40, 300
 	job := f.insert(t, jobOpts{maxAttempts: 7, backoffBase: base, backoffMax: maxMs})
+	// Each retry is claimed and failed at the time it is due, by the
+	// statements' clock: no wait for the backoff.
+	at := f.client
 	for n := 1; n <= 6; n++ {
-		j := claimWhenDue(t, f, "w")
-		failed, err := f.client.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
+		j := testutil.ClaimJob(t, f.ctx, at, "w", "default", time.Minute)
+		failed, err := at.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,6 +315,7 @@ func TestFailBackoffBounds(t *testing.T) {
 		if delay < lo || delay > hi {
 			t.Fatalf("failure %d: backoff %v outside [%v, %v]", n, delay, lo, hi)
 		}
+		at = f.client.At(failed.RunAt)
 	}
 }
 
@@ -564,8 +547,8 @@ func TestTimeoutCapsRenewals(t *testing.T) {
 	if err != nil || !hb.LeaseUntil.Equal(*j.LeaseUntil) {
 		t.Fatalf("renewal past the timeout: %v %v", err, hb.LeaseUntil)
 	}
-	time.Sleep(400 * time.Millisecond)
-	reapUntil(t, f, j.ID)
+	// Past the timeout, by the reaper statement's clock.
+	reapAt(t, f, f.client.At(time.Now().Add(time.Minute)), j.ID)
 	d, _ := f.client.Detail(f.ctx, j.ID)
 	if d.State != queue.StateDead || *d.Attempts[0].Outcome != "failed" || !strings.Contains(*d.LastError, "timed out") {
 		t.Fatalf("after timeout: state %s outcome %s error %v", d.State, *d.Attempts[0].Outcome, *d.LastError)
@@ -640,12 +623,23 @@ func claimWhenDue(t *testing.T, f *fixture, worker string) queue.Job {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	testutil.Eventually(t, 15*time.Second, what, cond)
+}
+
+// reapAt runs the reaper's statement as at, and fails unless it takes
+// back the job id.
+func reapAt(t *testing.T, f *fixture, at *queue.Client, id int64) {
+	t.Helper()
+	reaped, err := at.ReapExpired(f.ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range reaped {
+		ids = append(ids, r.JobID)
+	}
+	if !slices.Contains(ids, id) {
+		t.Fatalf("reaped %v, want job %d among them", ids, id)
 	}
 }
 

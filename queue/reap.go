@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/db"
 )
 
 // ReaperMaxSleep bounds the active reaper's sleep. A lease that ends
@@ -29,9 +31,10 @@ type Reaped struct {
 }
 
 // ReapExpired takes back up to limit expired leases, by the database
-// clock, and wakes the workers of their queues.
+// clock (a test client's time, see At), and wakes the workers of their
+// queues.
 func (c *Client) ReapExpired(ctx context.Context, limit int32) ([]Reaped, error) {
-	rows, err := c.q.JobReapExpired(ctx, limit)
+	rows, err := c.q.JobReapExpired(ctx, db.JobReapExpiredParams{Max: limit, Now: c.now})
 	if err != nil {
 		return nil, fmt.Errorf("reaping expired leases: %w", err)
 	}

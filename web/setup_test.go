@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
@@ -32,7 +32,7 @@ type fixture struct {
 	metrics *web.Metrics
 	hub     *live.Hub
 	srv     *httptest.Server
-	logs    *syncBuffer
+	logs    *testutil.LockedBuffer
 	// admin and worker are secrets of tokens named "admin" and "worker".
 	admin, worker string
 }
@@ -59,7 +59,7 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	pool := dbtest.NewPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	logger := testLogger(logs)
 	f := &fixture{
 		ctx: ctx, pool: pool, queue: queue.NewClient(pool, logger),
@@ -257,22 +257,4 @@ func (f *fixture) deadJob(t *testing.T, kind string) jobJSON {
 		t.Fatal(err)
 	}
 	return j
-}
-
-// syncBuffer collects the server's log for assertions.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

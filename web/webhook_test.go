@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/maintenance"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
@@ -44,20 +46,13 @@ func TestWebhookDeliveriesOnTimelineAndMetrics(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	j := f.deadJob(t, "report")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.Await(t, 15*time.Second, func() (int64, bool) {
 		n, err := f.queue.WebhookPending(f.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 && calls.Load() == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pending, %d calls", n, calls.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n, n == 0 && calls.Load() == 2
+	}, func(n int64) string { return fmt.Sprintf("%d pending, %d calls", n, calls.Load()) })
 
 	var detail struct {
 		Events []struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -257,18 +258,11 @@ func reap(t *testing.T, f *fixture, id int64) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	go func() { _ = maintenance.NewReaper(f.pool, maintenance.ReaperConfig{}).Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, "the job reclaimed", func() bool {
 		j, err := f.queue.Get(f.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State != queue.StateRunning {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("job not reclaimed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return j.State != queue.StateRunning
+	})
 }

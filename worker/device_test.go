@@ -3,10 +3,12 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -56,17 +58,10 @@ func (f *fixture) status(t *testing.T, id string) queue.WorkerStatus {
 // waitStatus waits until the worker's row satisfies ok.
 func (f *fixture) waitStatus(t *testing.T, id string, ok func(queue.WorkerStatus) bool) queue.WorkerStatus {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return testutil.Await(t, 10*time.Second, func() (queue.WorkerStatus, bool) {
 		w := f.status(t, id)
-		if ok(w) {
-			return w
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %s: %+v", id, w)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return w, ok(w)
+	}, func(w queue.WorkerStatus) string { return fmt.Sprintf("worker %s: %+v", id, w) })
 }
 
 func notClaiming(reason string) func(queue.WorkerStatus) bool {

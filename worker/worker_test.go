@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -66,20 +68,15 @@ func (f *fixture) submit(t *testing.T, sim string, maxAttempts int32) queue.Job 
 
 func (f *fixture) waitState(t *testing.T, id int64, want queue.State) queue.JobDetail {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	return testutil.Await(t, 20*time.Second, func() (queue.JobDetail, bool) {
 		d, err := f.client.Detail(f.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.State == want {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d is %s, want %s; events: %v", id, d.State, want, eventTypes(d))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return d, d.State == want
+	}, func(d queue.JobDetail) string {
+		return fmt.Sprintf("job %d is %s, want %s; events: %v", id, d.State, want, eventTypes(d))
+	})
 }
 
 func TestRetriesUntilSuccess(t *testing.T) {

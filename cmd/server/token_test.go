@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -23,14 +24,9 @@ func TestTokenRevokeEndsWorkerLeases(t *testing.T) {
 	client := queue.NewClient(pool, nil)
 	lease := func(worker string) queue.Lease {
 		t.Helper()
-		if _, _, err := client.Insert(ctx, queue.NewJob{Kind: "x"}); err != nil {
-			t.Fatal(err)
-		}
-		jobs, err := client.Claim(ctx, queue.ClaimParams{WorkerID: worker, Queues: []string{"default"}, Limit: 1, Lease: time.Hour})
-		if err != nil || len(jobs) != 1 {
-			t.Fatalf("claiming: %v, %d jobs", err, len(jobs))
-		}
-		return queue.Lease{JobID: jobs[0].ID, Token: jobs[0].LeaseToken, WorkerID: worker}
+		testutil.InsertJob(t, ctx, client, testutil.Job{Kind: "x"})
+		j := testutil.ClaimJob(t, ctx, client, worker, "default", time.Hour)
+		return queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: worker}
 	}
 	for name, role := range map[string]apitoken.Role{"phone-1": apitoken.RoleWorker, "ops": apitoken.RoleAdmin} {
 		if _, _, err := store.Create(ctx, name, role); err != nil {

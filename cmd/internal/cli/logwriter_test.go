@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -28,31 +29,32 @@ func newTestLogger() (*slog.Logger, *logOutput) {
 	return slog.New(flushingHandler{slog.NewTextHandler(out.w, nil), out.w}), out
 }
 
+// On the bubble's clock: a flush interval passes exactly, and
+// synctest.Wait lets the flush timer's goroutine finish first.
 func TestLogLinesWaitAtMostAFlushInterval(t *testing.T) {
-	logger, out := newTestLogger()
-	logger.Info("first", "n", 1)
-	logger.With("job_id", 7).Info("second")
-	if got := out.String(); got != "" {
-		t.Fatalf("written before the flush: %q", got)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "second") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not written within 5s (flush every %v): %q", logFlushEvery, out.String())
+	synctest.Test(t, func(t *testing.T) {
+		logger, out := newTestLogger()
+		logger.Info("first", "n", 1)
+		logger.With("job_id", 7).Info("second")
+		if got := out.String(); got != "" {
+			t.Fatalf("written before the flush: %q", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := out.String(); strings.Index(got, "first") > strings.Index(got, "second") || !strings.Contains(got, "job_id=7") {
-		t.Errorf("lines out of order or changed: %q", got)
-	}
-	// And again after a flush: the next line schedules its own.
-	logger.Info("third")
-	for !strings.Contains(out.String(), "third") {
-		if time.Now().After(deadline) {
+		time.Sleep(logFlushEvery)
+		synctest.Wait()
+		if !strings.Contains(out.String(), "second") {
+			t.Fatalf("not written within a flush interval (%v): %q", logFlushEvery, out.String())
+		}
+		if got := out.String(); strings.Index(got, "first") > strings.Index(got, "second") || !strings.Contains(got, "job_id=7") {
+			t.Errorf("lines out of order or changed: %q", got)
+		}
+		// And again after a flush: the next line schedules its own.
+		logger.Info("third")
+		time.Sleep(logFlushEvery)
+		synctest.Wait()
+		if !strings.Contains(out.String(), "third") {
 			t.Fatalf("a line after a flush was never written: %q", out.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 func TestWarningsAreWrittenAtOnce(t *testing.T) {
