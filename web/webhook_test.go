@@ -3,8 +3,8 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
