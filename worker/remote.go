@@ -84,7 +84,7 @@ func (r *Remote) Whoami(ctx context.Context) (string, error) {
 func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	var out workerapi.ClaimResponse
 	body := workerapi.ClaimRequest{
-		Queues: p.Queues, Devices: p.Devices, Limit: p.Limit,
+		Queues: p.Queues, Devices: orEmpty(p.Devices), Limit: p.Limit,
 		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
 	}
 	// Bounded: on a network that went silent (no reset) the answer may
@@ -169,7 +169,18 @@ func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, re
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
 func (r *Remote) WorkerSeen(ctx context.Context, p queue.Presence) error {
-	return r.call(ctx, http.MethodPost, workerapi.PresencePath, workerapi.NewPresenceRequest(p), nil, false)
+	req := workerapi.NewPresenceRequest(p)
+	req.Devices = orEmpty(req.Devices)
+	return r.call(ctx, http.MethodPost, workerapi.PresencePath, req, nil, false)
+}
+
+// orEmpty is list, or an empty list for nil: the description's devices
+// are an array, and a validating proxy refuses null.
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,

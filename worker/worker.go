@@ -170,7 +170,7 @@ func (w *Worker) Run(ctx context.Context) error {
 					w.checkDevice() // after each job
 				})
 			}
-			if len(claim.Jobs) == free {
+			if len(claim.Jobs) == min(free, queue.MaxClaimLimit) {
 				continue // there may be more
 			}
 		}
@@ -231,8 +231,10 @@ func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
 			cancel()
 		}()
 	}
+	// One claim takes at most queue.MaxClaimLimit; the loop claims again
+	// for the slots still free.
 	return w.backend.Claim(ctx, queue.ClaimParams{
-		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
+		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: min(limit, queue.MaxClaimLimit), Lease: w.cfg.Lease,
 	})
 }
 
