@@ -218,8 +218,12 @@ func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (
 	return job, nil
 }
 
-// Progress records an executor's progress on l's job.
+// Progress records an executor's progress on l's job: fraction is in [0, 1]
+// (NaN: none given), anything else a *ValidationError.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
+	if fraction < 0 || fraction > 1 {
+		return invalid("progress", "must be between 0 and 1")
+	}
 	event := map[string]any{"message": cleanText(message, maxMessageBytes)}
 	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
 		event["progress"] = fraction

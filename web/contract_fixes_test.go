@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -26,4 +27,58 @@ func TestWorkerClaimRefusesZeroesAndNoQueues(t *testing.T) {
 	}
 	f.claimAs(t, f.worker, `{"limit":null,"lease_ms":null,"queues":null}`)
 	f.claimAs(t, f.worker, `{}`)
+}
+
+// Progress is a fraction: outside [0, 1] it is refused, not stored.
+func TestWorkerProgressRefusesOutOfRange(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	job := f.submit(t, `{"kind":"noop"}`)
+	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	path := fmt.Sprintf("/api/v1/worker/jobs/%d/progress", job.ID)
+	for _, p := range []string{"-0.1", "1.5", "1e300"} {
+		r := f.workerPost(t, path, fmt.Sprintf(`{"lease_token":%d,"progress":%s}`, tok, p)).want(t, http.StatusBadRequest)
+		if got := r.json(t)["field"]; got != "progress" {
+			t.Errorf("progress %s: field %v, want progress", p, got)
+		}
+	}
+	for _, p := range []string{"0", "0.5", "1"} {
+		f.workerPost(t, path, fmt.Sprintf(`{"lease_token":%d,"progress":%s}`, tok, p)).want(t, http.StatusNoContent)
+	}
+	d, err := f.queue.Detail(f.ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range d.Events {
+		if e.Type == "progress" {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d progress events, want the 3 valid ones", n)
+	}
+}
+
+// Every JSON endpoint answers 415 to a body that does not say it is JSON.
+func TestJSONEndpointsRefuseABodyWithoutContentType(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	noType := map[string]string{"Content-Type": ""}
+	for _, c := range []call{
+		{method: http.MethodPost, path: "/api/v1/jobs", body: `{"kind":"noop"}`},
+		{method: http.MethodPost, path: "/api/v1/jobs/batch", body: `{"jobs":[{"kind":"noop"}]}`},
+		{method: http.MethodPost, path: "/api/v1/jobs/cancel", body: `{"ids":[1]}`},
+		{method: http.MethodPost, path: "/api/v1/schedules", body: `{"name":"s","cron":"@hourly","job":{"kind":"noop"}}`},
+		{method: http.MethodPatch, path: "/api/v1/queues/default", body: `{"paused":true}`},
+		{method: http.MethodPost, path: "/api/v1/worker/claim", body: `{}`, token: f.worker},
+		{method: http.MethodPost, path: "/api/v1/worker/presence", body: `{}`, token: f.worker},
+		{method: http.MethodPost, path: "/api/v1/worker/jobs/1/heartbeat", body: `{"lease_token":1}`, token: f.worker},
+	} {
+		c.header = noType
+		f.do(t, c).want(t, http.StatusUnsupportedMediaType)
+	}
+	if n := f.totalJobs(t); n != 0 {
+		t.Errorf("%d jobs inserted", n)
+	}
 }
