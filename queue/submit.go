@@ -59,7 +59,9 @@ type NewJob struct {
 	app, device *string
 }
 
-// ValidationError names the field that is wrong and why.
+// ValidationError names the field that is wrong and why. Field is the
+// full path in the request: "payload.app" for a field of the payload,
+// under "jobs[1]." in a batch and "job." in a schedule.
 type ValidationError struct {
 	Field   string
 	Message string
@@ -173,7 +175,7 @@ func (j *NewJob) normalizePayload() error {
 	if dev, ok := obj["device"]; ok && string(dev) != "null" {
 		var d string
 		if json.Unmarshal(dev, &d) != nil || !labelPattern.MatchString(d) {
-			return invalid("device", "must be a label of up to 64 letters, digits or _.:-")
+			return invalid("payload.device", "must be a label of up to 64 letters, digits or _.:-")
 		}
 		j.device = &d
 	}
@@ -184,7 +186,7 @@ func (j *NewJob) normalizePayload() error {
 			// size limit far below the payload's. (An investigation's app
 			// is a package name, checked with its own message below.)
 			if utf8.RuneCountInString(a) > maxApp && j.Kind != "app_investigation" {
-				return invalid("app", "must be at most %d characters", maxApp)
+				return invalid("payload.app", "must be at most %d characters", maxApp)
 			}
 			j.app = &a
 		}
@@ -201,19 +203,19 @@ func (j *NewJob) checkInvestigation() error {
 		return invalid("payload", "is not an app_investigation payload: %v", err)
 	}
 	if p.App == "" {
-		return invalid("app", "is required (an Android package name such as com.example.notes)")
+		return invalid("payload.app", "is required (an Android package name such as com.example.notes)")
 	}
 	if len(p.App) > 255 || !packagePattern.MatchString(p.App) {
-		return invalid("app", "must be an Android package name such as com.example.notes")
+		return invalid("payload.app", "must be an Android package name such as com.example.notes")
 	}
 	if p.StoreURL != "" {
 		u, err := url.Parse(p.StoreURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(p.StoreURL) > 2048 {
-			return invalid("store_url", "must be an http(s) URL")
+			return invalid("payload.store_url", "must be an http(s) URL")
 		}
 	}
 	if len(p.Instructions) > maxInstructions {
-		return invalid("instructions", "must be at most %d bytes", maxInstructions)
+		return invalid("payload.instructions", "must be at most %d bytes", maxInstructions)
 	}
 	return nil
 }

@@ -82,3 +82,21 @@ func TestJSONEndpointsRefuseABodyWithoutContentType(t *testing.T) {
 		t.Errorf("%d jobs inserted", n)
 	}
 }
+
+// An error's field is its full path in the request, the same convention
+// for a single job, a batch and a schedule (SPEC, API contract).
+func TestErrorFieldIsTheFullPath(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, tc := range []struct{ path, body, field string }{
+		{"/api/v1/jobs", `{"kind":"app_investigation","payload":{}}`, "payload.app"},
+		{"/api/v1/jobs/batch", `{"jobs":[{"kind":"noop"},{"kind":"app_investigation","payload":{}}]}`, "jobs[1].payload.app"},
+		{"/api/v1/schedules", `{"name":"s","cron":"@hourly","job":{"kind":"app_investigation","payload":{}}}`, "job.payload.app"},
+		{"/api/v1/jobs", `{"kind":"noop","payload":{"device":"a b"}}`, "payload.device"},
+	} {
+		r := f.post(t, tc.path, tc.body).want(t, http.StatusBadRequest)
+		if got := r.json(t)["field"]; got != tc.field {
+			t.Errorf("%s %s: field %v, want %s", tc.path, tc.body, got, tc.field)
+		}
+	}
+}

@@ -63,8 +63,8 @@ func (s *server) newJobSubmit(c echo.Context) error {
 		in.IdempotencyKey = newJobKey()
 		return render(c, http.StatusConflict, templates.NewJobForm(s.page(c, "New investigation", "new"), in))
 	case errors.As(err, &ve):
-		if newJobIsField(ve.Field) {
-			return s.newJobInvalid(c, in, map[string]string{ve.Field: ve.Message}, "")
+		if name := newJobFormField(ve.Field); newJobIsField(name) {
+			return s.newJobInvalid(c, in, map[string]string{name: ve.Message}, "")
 		}
 		return s.newJobInvalid(c, in, nil, ve.Field+" "+ve.Message)
 	case err != nil:
@@ -147,12 +147,13 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 		if !errors.As(trial.Normalize(), &ve) {
 			break
 		}
-		if !newJobIsField(ve.Field) || errs[ve.Field] != "" {
+		name := newJobFormField(ve.Field)
+		if !newJobIsField(name) || errs[name] != "" {
 			problem = ve.Field + " " + ve.Message
 			break
 		}
-		errs[ve.Field] = ve.Message
-		switch ve.Field {
+		errs[name] = ve.Message
+		switch name {
 		case "app":
 			p.App = "com.example.placeholder"
 		case "store_url":
@@ -171,6 +172,10 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	}
 	return nj, errs, problem
 }
+
+// newJobFormField is the form field of a queue validation field: the
+// form's app is the payload's ("payload.app").
+func newJobFormField(name string) string { return strings.TrimPrefix(name, "payload.") }
 
 // newJobIsField reports whether a queue validation field is one of the
 // form's.

@@ -131,7 +131,7 @@ func scheduleFromForm(f templates.ScheduleFormView) (queue.NewSchedule, map[stri
 }
 
 // scheduleFormField is the form field of a queue validation field: the
-// payload's own fields (job.app, job.device) are the payload's.
+// payload's own fields (job.payload.app, job.payload.device) are the payload's.
 func scheduleFormField(name string) string {
 	name = strings.TrimPrefix(name, "job.")
 	switch name {
