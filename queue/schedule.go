@@ -71,7 +71,7 @@ func ScheduleJobOf(nj NewJob) (ScheduleJob, error) {
 	if err := nj.Normalize(); err != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
-			return ScheduleJob{}, invalid("job."+ve.Field, "%s", ve.Message)
+			return ScheduleJob{}, ve.under("job.")
 		}
 		return ScheduleJob{}, err
 	}

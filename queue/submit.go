@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -65,6 +66,25 @@ type NewJob struct {
 type ValidationError struct {
 	Field   string
 	Message string
+	// err is what the error wraps: ErrTooLarge for a value over its size
+	// limit, nil otherwise.
+	err error
+}
+
+// ErrTooLarge is wrapped by the *ValidationError of a payload or result
+// over its size limit (413 at the API, as README and SPEC say).
+var ErrTooLarge = errors.New("too large")
+
+// Unwrap returns ErrTooLarge for a value over its size limit.
+func (e *ValidationError) Unwrap() error { return e.err }
+
+// under is e for a field found under prefix ("jobs[3].", "job.").
+func (e *ValidationError) under(prefix string) *ValidationError {
+	return &ValidationError{Field: prefix + e.Field, Message: e.Message, err: e.err}
+}
+
+func tooLarge(field string, limit int) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf("must be at most %d bytes", limit), err: ErrTooLarge}
 }
 
 func (e *ValidationError) Error() string {
@@ -161,7 +181,7 @@ func (j *NewJob) normalizePayload() error {
 		j.Payload = json.RawMessage(`{}`)
 	}
 	if len(j.Payload) > MaxPayloadBytes {
-		return invalid("payload", "must be at most %d bytes", MaxPayloadBytes)
+		return tooLarge("payload", MaxPayloadBytes)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(j.Payload, &obj); err != nil || obj == nil {

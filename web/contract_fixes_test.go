@@ -3,7 +3,10 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // The description's bounds of a claim: limit at least 1, lease_ms at
@@ -98,5 +101,30 @@ func TestErrorFieldIsTheFullPath(t *testing.T) {
 		if got := r.json(t)["field"]; got != tc.field {
 			t.Errorf("%s %s: field %v, want %s", tc.path, tc.body, got, tc.field)
 		}
+	}
+}
+
+// A payload just over 1 MiB is 413, as README and SPEC say, wherever a
+// job is submitted; so is a result over its limit.
+func TestPayloadJustOverTheLimitIs413(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	payload := `{"s":"` + strings.Repeat("x", queue.MaxPayloadBytes) + `"}`
+	for _, tc := range []struct{ path, body, field string }{
+		{"/api/v1/jobs", `{"kind":"noop","payload":` + payload + `}`, "payload"},
+		{"/api/v1/jobs/batch", `{"jobs":[{"kind":"noop"},{"kind":"noop","payload":` + payload + `}]}`, "jobs[1].payload"},
+		{"/api/v1/schedules", `{"name":"s","cron":"@hourly","job":{"kind":"noop","payload":` + payload + `}}`, "job.payload"},
+	} {
+		r := f.post(t, tc.path, tc.body).want(t, http.StatusRequestEntityTooLarge)
+		if got := r.json(t)["field"]; got != tc.field {
+			t.Errorf("%s: field %v, want %s", tc.path, got, tc.field)
+		}
+	}
+	job := f.submit(t, `{"kind":"noop"}`)
+	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	r := f.workerPost(t, fmt.Sprintf("/api/v1/worker/jobs/%d/complete", job.ID),
+		fmt.Sprintf(`{"lease_token":%d,"result":%s}`, tok, payload)).want(t, http.StatusRequestEntityTooLarge)
+	if got := r.json(t)["field"]; got != "result" {
+		t.Errorf("complete: field %v, want result", got)
 	}
 }

@@ -73,6 +73,8 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, errorBody{Error: ae.Message, Field: ae.Field}
+	case errors.As(err, &ve) && errors.Is(err, queue.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, errorBody{Error: ve.Message, Field: ve.Field}
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, errorBody{Error: ve.Message, Field: ve.Field}
 	case errors.Is(err, queue.ErrNotFound):

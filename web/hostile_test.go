@@ -69,7 +69,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "PayloadHugeExponent", body: `{"kind":"noop","payload":{"n":1e999999999999}}`, field: "payload"},
 		{name: "PayloadTinyNumber", body: `{"kind":"noop","payload":{"n":1.5e-16383}}`, field: "payload"},
 		{name: "PayloadAmplifier", body: `{"kind":"noop","payload":{"n":1e131071}}`, field: "payload"},
-		{name: "PayloadTooLarge", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 1<<20) + `"}}`, field: "payload"},
+		{name: "PayloadTooLarge", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 1<<20) + `"}}`, status: 413, field: "payload"},
 
 		// NUL and invalid UTF-8.
 		{name: "RawNULInString", body: "{\"kind\":\"no\x00op\"}", errHas: "at byte"},
@@ -100,7 +100,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "Form", body: `kind=noop`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 415},
 		{name: "BadMediaType", body: `{"kind":"noop"}`, header: map[string]string{"Content-Type": "application/json; charset"}, status: 415},
 		{name: "TwoMiB", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}`, status: 413},
-		{name: "BatchTwoMiBJobIsFine", path: jobs + "/batch", body: `{"jobs":[{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}]}`, field: "jobs[0].payload"},
+		{name: "BatchTwoMiBJobIsFine", path: jobs + "/batch", body: `{"jobs":[{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}]}`, status: 413, field: "jobs[0].payload"},
 
 		// Batch.
 		{name: "BatchJobsNotArray", path: jobs + "/batch", body: `{"jobs":{"kind":"noop"}}`, field: "jobs"},

@@ -291,7 +291,7 @@ func (r *Remote) do(req *http.Request, out any) error {
 			return queue.ErrNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return ErrUnauthorized
-		case resp.StatusCode == http.StatusBadRequest && e.Field != "":
+		case (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge) && e.Field != "":
 			// The same error a direct worker gets from the queue.
 			return &queue.ValidationError{Field: e.Field, Message: e.Error}
 		}
