@@ -128,3 +128,17 @@ func TestPayloadJustOverTheLimitIs413(t *testing.T) {
 		t.Errorf("complete: field %v, want result", got)
 	}
 }
+
+// A schedule's job shows the concurrency key and limit it was given.
+func TestScheduleAPIKeepsTheConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	s := f.post(t, "/api/v1/schedules", `{"name":"s","cron":"@hourly","job":{"kind":"noop","concurrency_key":"phone:R5CT","concurrency_limit":2}}`).
+		want(t, http.StatusCreated).json(t)
+	job, _ := s["job"].(map[string]any)
+	if job["concurrency_key"] != "phone:R5CT" || job["concurrency_limit"] != float64(2) {
+		t.Fatalf("schedule job %v", job)
+	}
+	f.post(t, "/api/v1/schedules", `{"name":"t","cron":"@hourly","job":{"kind":"noop","concurrency_limit":0}}`).
+		want(t, http.StatusBadRequest)
+}
