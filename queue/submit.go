@@ -24,7 +24,6 @@ const (
 	MaxConcurrencyLimit = 1_000_000
 	maxApp              = 255
 	maxInstructions     = 64 << 10
-	defaultMaxAttempts  = 5
 	defaultBackoffBase  = 1000
 	defaultBackoffMax   = 600_000
 )
@@ -34,6 +33,9 @@ var (
 	packagePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*(\.[a-zA-Z][a-zA-Z0-9_]*)+$`)
 	labelPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 )
+
+// DefaultMaxAttempts is a job's max_attempts when it names none (SPEC).
+const DefaultMaxAttempts = 5
 
 // NewJob is a job as submitted. Pointer fields are optional and take the
 // documented defaults.
@@ -123,7 +125,7 @@ func (j *NewJob) Normalize() error {
 		return err
 	}
 	if j.MaxAttempts == nil {
-		j.MaxAttempts = ptr[int32](defaultMaxAttempts)
+		j.MaxAttempts = ptr[int32](DefaultMaxAttempts)
 	}
 	if *j.MaxAttempts < 1 || *j.MaxAttempts > MaxAttemptsLimit {
 		return invalid("max_attempts", "must be between 1 and %d", MaxAttemptsLimit)

@@ -3,10 +3,12 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
 // The description's bounds of a claim: limit at least 1, lease_ms at
@@ -141,4 +143,15 @@ func TestScheduleAPIKeepsTheConcurrencyKey(t *testing.T) {
 	}
 	f.post(t, "/api/v1/schedules", `{"name":"t","cron":"@hourly","job":{"kind":"noop","concurrency_limit":0}}`).
 		want(t, http.StatusBadRequest)
+}
+
+// The forms' default max_attempts is queue's, not a copy of it.
+func TestFormsDefaultToQueueMaxAttempts(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	d := parseHTML(t, b.get(t, "/jobs/new").want(t, http.StatusOK))
+	if got := htmltest.Attr(d.One(t, "max_attempts"), "value"); got != strconv.Itoa(queue.DefaultMaxAttempts) {
+		t.Errorf("new job form max_attempts %q, want %d", got, queue.DefaultMaxAttempts)
+	}
 }

@@ -32,7 +32,7 @@ const (
 // idempotency key, so that its double submit makes one job while a new
 // form makes a new one.
 func (s *server) newJobForm(c echo.Context) error {
-	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
+	v := templates.NewJobView{Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts), ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
 	return render(c, http.StatusOK, templates.NewJobForm(s.page(c, "New investigation", "new"), v))
 }
 
@@ -115,7 +115,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	if msg != "" {
 		errs["priority"] = msg
 	}
-	maxAttempts, msg := newJobNumber(in.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
+	maxAttempts, msg := newJobNumber(in.MaxAttempts, queue.DefaultMaxAttempts, 1, queue.MaxAttemptsLimit)
 	if msg != "" {
 		errs["max_attempts"] = msg
 	}

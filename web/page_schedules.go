@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ func (s *server) schedulePages(g *echo.Group, mw ...echo.MiddlewareFunc) {
 // schedulesPage is GET /schedules: every schedule and an empty form.
 func (s *server) schedulesPage(c echo.Context) error {
 	return s.renderSchedules(c, http.StatusOK, templates.SchedulesView{
-		Form:    templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
+		Form:    templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts)},
 		Created: scheduleCreatedParam(c),
 	})
 }
@@ -105,7 +106,7 @@ func scheduleFromForm(f templates.ScheduleFormView) (queue.NewSchedule, map[stri
 	if msg != "" {
 		errs["priority"] = msg
 	}
-	maxAttempts, msg := newJobNumber(f.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
+	maxAttempts, msg := newJobNumber(f.MaxAttempts, queue.DefaultMaxAttempts, 1, queue.MaxAttemptsLimit)
 	if msg != "" {
 		errs["max_attempts"] = msg
 	}
@@ -157,7 +158,7 @@ func (s *server) schedulePause(pause bool) echo.HandlerFunc {
 		notFound := func() error {
 			return s.renderSchedules(c, http.StatusNotFound, templates.SchedulesView{
 				Notice: "Nothing changed: there is no schedule of that name (deleted meanwhile?).",
-				Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
+				Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts)},
 			})
 		}
 		if !queue.ValidScheduleName(name) {
