@@ -155,3 +155,27 @@ func TestFormsDefaultToQueueMaxAttempts(t *testing.T) {
 		t.Errorf("new job form max_attempts %q, want %d", got, queue.DefaultMaxAttempts)
 	}
 }
+
+// Completing again with the same lease: the same result is the answer
+// that was lost (200), a different one is refused (409), and the first
+// result stands.
+func TestCompleteTwiceWithAnotherResultIs409(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	job := f.submit(t, `{"kind":"noop"}`)
+	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	path := fmt.Sprintf("/api/v1/worker/jobs/%d/complete", job.ID)
+	f.workerPost(t, path, fmt.Sprintf(`{"lease_token":%d,"result":{"a":1,"b":[true]}}`, tok)).want(t, http.StatusOK)
+	f.workerPost(t, path, fmt.Sprintf(`{"lease_token":%d,"result":{"b":[true], "a":1}}`, tok)).want(t, http.StatusOK)
+	r := f.workerPost(t, path, fmt.Sprintf(`{"lease_token":%d,"result":{"a":2}}`, tok)).want(t, http.StatusConflict)
+	if got := r.json(t)["field"]; got != "result" {
+		t.Errorf("field %v, want result", got)
+	}
+	got, err := f.queue.Get(f.ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Result) != `{"a": 1, "b": [true]}` {
+		t.Errorf("result %s, want the first", got.Result)
+	}
+}

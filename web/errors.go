@@ -82,6 +82,8 @@ func (s *server) describe(err error, c echo.Context) (int, errorBody) {
 	case errors.Is(err, queue.ErrLeaseLost):
 		// The worker's lease is not current: it must stop the job.
 		return http.StatusConflict, errorBody{Error: "lease lost"}
+	case errors.Is(err, queue.ErrResultConflict):
+		return http.StatusConflict, errorBody{Error: err.Error(), Field: "result"}
 	case errors.Is(err, queue.ErrIdempotencyConflict):
 		return http.StatusConflict, errorBody{Error: err.Error(), Field: "idempotency_key"}
 	case errors.As(err, &tooLarge):
