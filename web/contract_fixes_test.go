@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
@@ -177,5 +178,37 @@ func TestCompleteTwiceWithAnotherResultIs409(t *testing.T) {
 	}
 	if string(got.Result) != `{"a": 1, "b": [true]}` {
 		t.Errorf("result %s, want the first", got.Result)
+	}
+}
+
+// The stats list the workers online by the window /workers uses: a worker
+// unseen for longer than queue.OnlineWindow is in neither.
+func TestStatsAndWorkersShareTheOnlineWindow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, id := range []string{"fresh", "stale"} {
+		if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: id, Queues: []string{"default"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := queue.OnlineWindow + 30*time.Second
+	if _, err := f.pool.Exec(f.ctx, `UPDATE workers SET last_seen = now() - $1::bigint * interval '1 millisecond' WHERE id = 'stale'`, past.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	var stats struct{ Workers []struct{ ID string } }
+	f.get(t, "/api/v1/stats").want(t, http.StatusOK).decode(t, &stats)
+	var list struct {
+		Workers []struct {
+			ID     string
+			Online bool
+		}
+	}
+	f.get(t, "/api/v1/workers").want(t, http.StatusOK).decode(t, &list)
+	online := map[string]bool{}
+	for _, w := range list.Workers {
+		online[w.ID] = w.Online
+	}
+	if len(stats.Workers) != 1 || stats.Workers[0].ID != "fresh" || !online["fresh"] || online["stale"] {
+		t.Errorf("stats list %v, /workers online %v: want only fresh in both", stats.Workers, online)
 	}
 }

@@ -2,15 +2,15 @@ package web
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/queue"
 )
 
-// workerWindow is how recently a worker must have been seen to be listed.
-const workerWindow = 5 * time.Minute
+// workerWindow is how recently a worker must have been seen to be listed:
+// the workers online.
+const workerWindow = queue.OnlineWindow
 
 // statsBody is GET /api/v1/stats: jobs per state (every state, even at 0),
 // the workers seen lately and what the artifact files take.

@@ -103,8 +103,8 @@ func New(cfg Config) *Worker {
 	return w
 }
 
-// presenceEvery is how often a worker reports itself alive (/workers
-// counts a worker seen within the last minute as online).
+// presenceEvery is how often a worker reports itself alive (a worker seen
+// within queue.OnlineWindow counts as online).
 const presenceEvery = 10 * time.Second
 
 // Errors that say why a job's executor was stopped.
