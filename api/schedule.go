@@ -34,6 +34,9 @@ type ScheduleJob struct {
 	TimeoutMs     *int32          `json:"timeout_ms"`
 	BackoffBaseMs *int32          `json:"backoff_base_ms"`
 	BackoffMaxMs  *int32          `json:"backoff_max_ms"`
+	// ConcurrencyKey and ConcurrencyLimit go on each tick's job.
+	ConcurrencyKey   *string `json:"concurrency_key"`
+	ConcurrencyLimit int32   `json:"concurrency_limit"`
 }
 
 // Schedule is a schedule as the API shows it.

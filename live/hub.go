@@ -53,8 +53,8 @@ type Config struct {
 	// second, not one per batch. The last change always gets its event.
 	Coalesce time.Duration
 	// WorkerOnline is how long after its last report a worker is
-	// announced gone (default a minute and a second, just past the
-	// workers page's online window).
+	// announced gone (default a second past queue.OnlineWindow, so that
+	// the page it refreshes no longer counts the worker online).
 	WorkerOnline time.Duration
 	// MaxStreams bounds the streams open at once (default 1000).
 	MaxStreams int
@@ -124,7 +124,7 @@ func NewHub(cfg Config) *Hub {
 	cfg.Buffer = cmp.Or(cfg.Buffer, 64)
 	cfg.Ring = cmp.Or(cfg.Ring, 1024)
 	cfg.Coalesce = cmp.Or(cfg.Coalesce, 250*time.Millisecond)
-	cfg.WorkerOnline = cmp.Or(cfg.WorkerOnline, time.Minute+time.Second)
+	cfg.WorkerOnline = cmp.Or(cfg.WorkerOnline, queue.OnlineWindow+time.Second)
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, 1000)
 	cfg.WatchRenew = cmp.Or(cfg.WatchRenew, 20*time.Second)
 	var b [6]byte

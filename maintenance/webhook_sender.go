@@ -36,8 +36,8 @@ const (
 	// due again soon after.
 	webhookHold = webhookTimeout + 20*time.Second
 	// webhookOfflineAfter is how long a worker goes unseen before it is
-	// announced offline (workers report every 10 s).
-	webhookOfflineAfter = 30 * time.Second
+	// announced offline.
+	webhookOfflineAfter = queue.OnlineWindow
 	// webhookMaxSleep bounds the idle sender's sleep: a fallback for a
 	// notification lost while its listener reconnected. Notifications
 	// carry the work.

@@ -7,9 +7,31 @@ import (
 	"github.com/leasehold/leasehold/db"
 )
 
+// Selection picks the jobs of a bulk retry or cancel: by IDs, or by
+// state, kind and queue (all that are set must match). It has no App: the
+// bulk statements do not select by it, so a field that were here would be
+// silently ignored. An empty selection is refused rather than taken as
+// every job.
+type Selection struct {
+	IDs   []int64
+	State State
+	Kind  string
+	Queue string
+}
+
+func (s Selection) check() error {
+	if len(s.IDs) == 0 && s.State == "" && s.Kind == "" && s.Queue == "" {
+		return invalid("", "select jobs by ids or by state, kind or queue")
+	}
+	return nil
+}
+
 // Cancel cancels the pending jobs that f selects and asks the running ones
 // to stop. It returns the jobs it changed.
-func (c *Client) Cancel(ctx context.Context, f Filter, actor string) ([]Job, error) {
+func (c *Client) Cancel(ctx context.Context, f Selection, actor string) ([]Job, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	p := db.JobCancelParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
@@ -23,7 +45,10 @@ func (c *Client) Cancel(ctx context.Context, f Filter, actor string) ([]Job, err
 
 // Retry moves the dead or cancelled jobs that f selects back to pending,
 // due now, with a fresh budget of attempts.
-func (c *Client) Retry(ctx context.Context, f Filter, actor string) ([]Job, error) {
+func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	p := db.JobRetryParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
@@ -51,8 +76,8 @@ func (c *Client) RetryOne(ctx context.Context, id int64, actor string) (Job, err
 	return c.one(ctx, id, actor, c.Retry)
 }
 
-func (c *Client) one(ctx context.Context, id int64, actor string, act func(context.Context, Filter, string) ([]Job, error)) (Job, error) {
-	jobs, err := act(ctx, Filter{IDs: []int64{id}}, actor)
+func (c *Client) one(ctx context.Context, id int64, actor string, act func(context.Context, Selection, string) ([]Job, error)) (Job, error) {
+	jobs, err := act(ctx, Selection{IDs: []int64{id}}, actor)
 	if err != nil {
 		return Job{}, err
 	}

@@ -151,6 +151,7 @@ func (s Schedule) API() api.Schedule {
 		Job: api.ScheduleJob{
 			Kind: sj.Kind, Queue: sj.Queue, Priority: sj.Priority, Payload: sj.Payload, MaxAttempts: sj.MaxAttempts,
 			TimeoutMs: sj.TimeoutMs, BackoffBaseMs: sj.BackoffBaseMs, BackoffMaxMs: sj.BackoffMaxMs,
+			ConcurrencyKey: sj.ConcurrencyKey, ConcurrencyLimit: sj.ConcurrencyLimit,
 		},
 		NextRunAt: api.TimePtr(s.NextRunAt), LastRunAt: api.TimePtr(s.LastRunAt), LastJobID: s.LastJobID,
 		CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt),

@@ -3,10 +3,16 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/leasehold/leasehold/db"
+	"reflect"
 )
+
+// ErrResultConflict means the attempt was completed already, under the
+// same lease, with a different result: the first result stands.
+var ErrResultConflict = errors.New("the job was completed already with a different result")
 
 // Completion is one attempt's success, for CompleteMany.
 type Completion struct {
@@ -16,7 +22,7 @@ type Completion struct {
 
 // CompleteMany completes a batch of attempts in one statement, fenced one
 // by one exactly as Complete. It returns an error per completion: nil,
-// ErrLeaseLost, ErrNotFound, or a *ValidationError for a result that
+// ErrLeaseLost, ErrNotFound, ErrResultConflict, or a *ValidationError for a result that
 // CheckResult refuses (that attempt is left running, for the worker to
 // fail it with the reason). A worker finishing many short jobs commits
 // once per batch instead of once per job.
@@ -56,7 +62,7 @@ func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, er
 	}
 	for i, cm := range cs {
 		if errs[i] == nil && !done[cm.Lease] {
-			_, errs[i] = c.completedBefore(ctx, cm.Lease)
+			_, errs[i] = c.completedBefore(ctx, cm)
 		}
 	}
 	return errs, nil
@@ -71,12 +77,30 @@ func derefOr(s *string) string {
 
 // completedBefore answers a completion the fence refused: a repeat of one
 // that succeeded under the same lease (a retry after its answer was lost)
-// gets the job; anything else is a refused write.
-func (c *Client) completedBefore(ctx context.Context, l Lease) (Job, error) {
+// gets the job if its result is the same, ErrResultConflict if not;
+// anything else is a refused write.
+func (c *Client) completedBefore(ctx context.Context, cm Completion) (Job, error) {
+	l := cm.Lease
 	job, err := c.Get(ctx, l.JobID)
 	if err == nil && job.State == StateSucceeded && job.LeaseToken == l.Token &&
 		job.LeaseOwner != nil && *job.LeaseOwner == l.WorkerID {
+		if !sameResult(job.Result, cm.Result) {
+			return Job{}, ErrResultConflict
+		}
 		return job, nil
 	}
 	return Job{}, c.refused(ctx, "complete", l)
+}
+
+// sameResult reports whether a stored result (jsonb: keys reordered,
+// spaces dropped) is the one sent; none or null is the empty object.
+func sameResult(stored, sent json.RawMessage) bool {
+	if len(sent) == 0 || string(sent) == "null" {
+		sent = json.RawMessage(`{}`)
+	}
+	var a, b any
+	if json.Unmarshal(stored, &a) != nil || json.Unmarshal(sent, &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
 }

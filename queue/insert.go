@@ -80,7 +80,7 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 		if err := nj.Normalize(); err != nil {
 			var ve *ValidationError
 			errors.As(err, &ve)
-			return nil, invalid(fmt.Sprintf("jobs[%d].%s", i, ve.Field), "%s", ve.Message)
+			return nil, ve.under(fmt.Sprintf("jobs[%d].", i))
 		}
 		batch[i] = batchJob{
 			Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,

@@ -13,8 +13,8 @@ import (
 	"github.com/leasehold/leasehold/db"
 )
 
-// Lease bounds, for every kind of worker: a claim asks for a lease, and
-// gets it clamped to [MinLease, MaxLease] (the jobs table's lease_ms check
+// Lease bounds, for every kind of worker: a claim asks for a lease within
+// [MinLease, MaxLease] or is refused (the jobs table's lease_ms check
 // repeats them, as a last line). DefaultLease is what a worker asks for
 // unless told otherwise.
 const (
@@ -39,16 +39,46 @@ type ClaimParams struct {
 	// worker that has it.
 	Devices []string
 	Limit   int
-	Lease   time.Duration
+	// Lease is the lease each job gets; zero is DefaultLease.
+	Lease time.Duration
+}
+
+// Bounds of one claim, the same for a direct and a remote worker.
+const (
+	// MaxClaimLimit is the most jobs one claim may take: a worker with
+	// more free slots takes this many and claims again.
+	MaxClaimLimit = 100
+	// MaxClaimQueues is the most queues one claim may name.
+	MaxClaimQueues = 100
+)
+
+// CheckClaim checks p as Claim does: one to MaxClaimQueues queue names,
+// a limit of 1 to MaxClaimLimit, a lease within [MinLease, MaxLease] (or
+// zero), and valid device labels. It returns a *ValidationError naming
+// the field as the worker API has it.
+func CheckClaim(p ClaimParams) error {
+	if len(p.Queues) == 0 || len(p.Queues) > MaxClaimQueues {
+		return invalid("queues", "must name 1 to %d queues", MaxClaimQueues)
+	}
+	for _, q := range p.Queues {
+		if !namePattern.MatchString(q) {
+			return invalid("queues", "each must match [a-z0-9_.-]{1,64}")
+		}
+	}
+	if p.Limit < 1 || p.Limit > MaxClaimLimit {
+		return invalid("limit", "must be between 1 and %d", MaxClaimLimit)
+	}
+	if p.Lease != 0 && (p.Lease < MinLease || p.Lease > MaxLease) {
+		return invalid("lease_ms", "must be between %d and %d", MinLease.Milliseconds(), MaxLease.Milliseconds())
+	}
+	return checkDevices(p.Devices)
 }
 
 // Claim takes up to p.Limit due jobs, each with a new attempt and fencing
-// token, the lease deadline set by the database clock.
+// token, the lease deadline set by the database clock. A p that
+// CheckClaim refuses is its error, and nothing is claimed.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
-	if p.Limit <= 0 {
-		return nil, nil
-	}
-	if err := checkDevices(p.Devices); err != nil {
+	if err := CheckClaim(p); err != nil {
 		return nil, err
 	}
 	lease := ClampLease(p.Lease)
@@ -189,8 +219,12 @@ func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (
 	return job, nil
 }
 
-// Progress records an executor's progress on l's job.
+// Progress records an executor's progress on l's job: fraction is in [0, 1]
+// (NaN: none given), anything else a *ValidationError.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
+	if fraction < 0 || fraction > 1 {
+		return invalid("progress", "must be between 0 and 1")
+	}
 	event := map[string]any{"message": cleanText(message, maxMessageBytes)}
 	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
 		event["progress"] = fraction

@@ -131,7 +131,7 @@ func CheckResult(result json.RawMessage) error {
 		return nil
 	}
 	if len(result) > MaxResultBytes {
-		return invalid("result", "must be at most %d bytes", MaxResultBytes)
+		return tooLarge("result", MaxResultBytes)
 	}
 	if result[0] != '{' || !json.Valid(result) {
 		return invalid("result", "must be a JSON object")

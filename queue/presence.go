@@ -36,6 +36,14 @@ type DeviceReport struct {
 	Reason   string
 }
 
+// OnlineWindow is how recently a worker must have reported to count as
+// online, everywhere: GET /api/v1/workers, the stats and the overview,
+// the live updates' "gone" and the worker.offline webhook. Workers report
+// every 10 s, so 30 s is three reports missed: long enough that one slow
+// request does not flap a phone offline, short enough that an unplugged
+// phone shows as gone within half a minute.
+const OnlineWindow = 30 * time.Second
+
 // WorkerSeen records that a worker is alive, with what it says of its
 // device.
 func (c *Client) WorkerSeen(ctx context.Context, p Presence) error {

@@ -510,7 +510,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancel of missing: %v", err)
 	}
 	// Bulk by filter: retry every cancelled job.
-	retried, err := f.client.Retry(f.ctx, queue.Filter{State: queue.StateCancelled}, "bob")
+	retried, err := f.client.Retry(f.ctx, queue.Selection{State: queue.StateCancelled}, "bob")
 	if err != nil || len(retried) != 2 {
 		t.Fatalf("bulk retry: %v, %d jobs", err, len(retried))
 	}

@@ -36,8 +36,8 @@ type Schedule struct {
 	UpdatedAt time.Time
 }
 
-// ScheduleJob is the job a schedule makes: the fields of a submitted job
-// but run_at and idempotency_key, which each tick sets.
+// ScheduleJob is the job a schedule makes: every field of a submitted job
+// but run_at and idempotency_key, which each tick sets (and refuses).
 type ScheduleJob struct {
 	Kind          string          `json:"kind"`
 	Queue         string          `json:"queue"`
@@ -47,6 +47,11 @@ type ScheduleJob struct {
 	TimeoutMs     *int32          `json:"timeout_ms"`
 	BackoffBaseMs *int32          `json:"backoff_base_ms"`
 	BackoffMaxMs  *int32          `json:"backoff_max_ms"`
+	// ConcurrencyKey and ConcurrencyLimit go on each tick's job, so that
+	// scheduled runs on one phone do not overlap. A schedule stored
+	// before they were kept has neither: no key, limit 1.
+	ConcurrencyKey   *string `json:"concurrency_key"`
+	ConcurrencyLimit int32   `json:"concurrency_limit"`
 }
 
 // NewJob is the job of one tick, before Normalize.
@@ -55,6 +60,7 @@ func (sj ScheduleJob) NewJob() NewJob {
 		Kind: sj.Kind, Queue: sj.Queue, Priority: sj.Priority, Payload: sj.Payload,
 		MaxAttempts: sj.MaxAttempts, TimeoutMs: sj.TimeoutMs,
 		BackoffBaseMs: sj.BackoffBaseMs, BackoffMaxMs: sj.BackoffMaxMs,
+		ConcurrencyKey: sj.ConcurrencyKey, ConcurrencyLimit: &sj.ConcurrencyLimit,
 	}
 }
 
@@ -71,7 +77,7 @@ func ScheduleJobOf(nj NewJob) (ScheduleJob, error) {
 	if err := nj.Normalize(); err != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
-			return ScheduleJob{}, invalid("job."+ve.Field, "%s", ve.Message)
+			return ScheduleJob{}, ve.under("job.")
 		}
 		return ScheduleJob{}, err
 	}
@@ -79,6 +85,7 @@ func ScheduleJobOf(nj NewJob) (ScheduleJob, error) {
 		Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,
 		MaxAttempts: nj.MaxAttempts, TimeoutMs: nj.TimeoutMs,
 		BackoffBaseMs: nj.BackoffBaseMs, BackoffMaxMs: nj.BackoffMaxMs,
+		ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
 	}, nil
 }
 
@@ -274,5 +281,6 @@ func scheduleFromRow(r db.Schedule) (Schedule, error) {
 	if err := json.Unmarshal(r.Job, &s.Job); err != nil {
 		return Schedule{}, fmt.Errorf("decoding the job of schedule %s: %w", r.Name, err)
 	}
+	s.Job.ConcurrencyLimit = max(s.Job.ConcurrencyLimit, 1)
 	return s, nil
 }

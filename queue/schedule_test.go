@@ -85,7 +85,7 @@ func TestScheduleCreateInvalid(t *testing.T) {
 		{"BadPayload", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", Payload: json.RawMessage(`[1]`)}}, "job.payload"},
 		{"RunAt", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", RunAt: &now}}, "job.run_at"},
 		{"IdempotencyKey", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "k", IdempotencyKey: ptr("x")}}, "job.idempotency_key"},
-		{"Investigation", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "app_investigation", Payload: json.RawMessage(`{}`)}}, "job.app"},
+		{"Investigation", queue.NewSchedule{Name: "a", Cron: "@daily", Job: queue.NewJob{Kind: "app_investigation", Payload: json.RawMessage(`{}`)}}, "job.payload.app"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.client.CreateSchedule(f.ctx, tc.ns, now)

@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -23,7 +24,6 @@ const (
 	MaxConcurrencyLimit = 1_000_000
 	maxApp              = 255
 	maxInstructions     = 64 << 10
-	defaultMaxAttempts  = 5
 	defaultBackoffBase  = 1000
 	defaultBackoffMax   = 600_000
 )
@@ -33,6 +33,9 @@ var (
 	packagePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*(\.[a-zA-Z][a-zA-Z0-9_]*)+$`)
 	labelPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 )
+
+// DefaultMaxAttempts is a job's max_attempts when it names none (SPEC).
+const DefaultMaxAttempts = 5
 
 // NewJob is a job as submitted. Pointer fields are optional and take the
 // documented defaults.
@@ -59,10 +62,31 @@ type NewJob struct {
 	app, device *string
 }
 
-// ValidationError names the field that is wrong and why.
+// ValidationError names the field that is wrong and why. Field is the
+// full path in the request: "payload.app" for a field of the payload,
+// under "jobs[1]." in a batch and "job." in a schedule.
 type ValidationError struct {
 	Field   string
 	Message string
+	// err is what the error wraps: ErrTooLarge for a value over its size
+	// limit, nil otherwise.
+	err error
+}
+
+// ErrTooLarge is wrapped by the *ValidationError of a payload or result
+// over its size limit (413 at the API, as README and SPEC say).
+var ErrTooLarge = errors.New("too large")
+
+// Unwrap returns ErrTooLarge for a value over its size limit.
+func (e *ValidationError) Unwrap() error { return e.err }
+
+// under is e for a field found under prefix ("jobs[3].", "job.").
+func (e *ValidationError) under(prefix string) *ValidationError {
+	return &ValidationError{Field: prefix + e.Field, Message: e.Message, err: e.err}
+}
+
+func tooLarge(field string, limit int) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf("must be at most %d bytes", limit), err: ErrTooLarge}
 }
 
 func (e *ValidationError) Error() string {
@@ -101,7 +125,7 @@ func (j *NewJob) Normalize() error {
 		return err
 	}
 	if j.MaxAttempts == nil {
-		j.MaxAttempts = ptr[int32](defaultMaxAttempts)
+		j.MaxAttempts = ptr[int32](DefaultMaxAttempts)
 	}
 	if *j.MaxAttempts < 1 || *j.MaxAttempts > MaxAttemptsLimit {
 		return invalid("max_attempts", "must be between 1 and %d", MaxAttemptsLimit)
@@ -159,7 +183,7 @@ func (j *NewJob) normalizePayload() error {
 		j.Payload = json.RawMessage(`{}`)
 	}
 	if len(j.Payload) > MaxPayloadBytes {
-		return invalid("payload", "must be at most %d bytes", MaxPayloadBytes)
+		return tooLarge("payload", MaxPayloadBytes)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(j.Payload, &obj); err != nil || obj == nil {
@@ -173,7 +197,7 @@ func (j *NewJob) normalizePayload() error {
 	if dev, ok := obj["device"]; ok && string(dev) != "null" {
 		var d string
 		if json.Unmarshal(dev, &d) != nil || !labelPattern.MatchString(d) {
-			return invalid("device", "must be a label of up to 64 letters, digits or _.:-")
+			return invalid("payload.device", "must be a label of up to 64 letters, digits or _.:-")
 		}
 		j.device = &d
 	}
@@ -184,7 +208,7 @@ func (j *NewJob) normalizePayload() error {
 			// size limit far below the payload's. (An investigation's app
 			// is a package name, checked with its own message below.)
 			if utf8.RuneCountInString(a) > maxApp && j.Kind != "app_investigation" {
-				return invalid("app", "must be at most %d characters", maxApp)
+				return invalid("payload.app", "must be at most %d characters", maxApp)
 			}
 			j.app = &a
 		}
@@ -201,19 +225,19 @@ func (j *NewJob) checkInvestigation() error {
 		return invalid("payload", "is not an app_investigation payload: %v", err)
 	}
 	if p.App == "" {
-		return invalid("app", "is required (an Android package name such as com.example.notes)")
+		return invalid("payload.app", "is required (an Android package name such as com.example.notes)")
 	}
 	if len(p.App) > 255 || !packagePattern.MatchString(p.App) {
-		return invalid("app", "must be an Android package name such as com.example.notes")
+		return invalid("payload.app", "must be an Android package name such as com.example.notes")
 	}
 	if p.StoreURL != "" {
 		u, err := url.Parse(p.StoreURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(p.StoreURL) > 2048 {
-			return invalid("store_url", "must be an http(s) URL")
+			return invalid("payload.store_url", "must be an http(s) URL")
 		}
 	}
 	if len(p.Instructions) > maxInstructions {
-		return invalid("instructions", "must be at most %d bytes", maxInstructions)
+		return invalid("payload.instructions", "must be at most %d bytes", maxInstructions)
 	}
 	return nil
 }

@@ -26,10 +26,10 @@ func TestNormalizeRefusesWhatJsonbCannotStore(t *testing.T) {
 		{"TooDeep", "test", deep, "payload"},
 		{"NotAnObject", "test", `[1,2]`, "payload"},
 		{"BadKind", "Bad Kind", `{}`, "kind"},
-		{"InvestigationWithoutApp", "app_investigation", `{"instructions":"x"}`, "app"},
-		{"InvestigationBadPackage", "app_investigation", `{"app":"../../etc"}`, "app"},
-		{"InvestigationBadStoreURL", "app_investigation", `{"app":"com.example.notes","store_url":"javascript:alert(1)"}`, "store_url"},
-		{"InvestigationBadDevice", "app_investigation", `{"app":"com.example.notes","device":"<script>"}`, "device"},
+		{"InvestigationWithoutApp", "app_investigation", `{"instructions":"x"}`, "payload.app"},
+		{"InvestigationBadPackage", "app_investigation", `{"app":"../../etc"}`, "payload.app"},
+		{"InvestigationBadStoreURL", "app_investigation", `{"app":"com.example.notes","store_url":"javascript:alert(1)"}`, "payload.store_url"},
+		{"InvestigationBadDevice", "app_investigation", `{"app":"com.example.notes","device":"<script>"}`, "payload.device"},
 		{"Investigation", "app_investigation", `{"app":"com.example.notes","store_url":"https://play.google.com/store/apps/details?id=com.example.notes","device":"pixel7"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

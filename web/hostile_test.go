@@ -69,7 +69,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "PayloadHugeExponent", body: `{"kind":"noop","payload":{"n":1e999999999999}}`, field: "payload"},
 		{name: "PayloadTinyNumber", body: `{"kind":"noop","payload":{"n":1.5e-16383}}`, field: "payload"},
 		{name: "PayloadAmplifier", body: `{"kind":"noop","payload":{"n":1e131071}}`, field: "payload"},
-		{name: "PayloadTooLarge", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 1<<20) + `"}}`, field: "payload"},
+		{name: "PayloadTooLarge", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 1<<20) + `"}}`, status: 413, field: "payload"},
 
 		// NUL and invalid UTF-8.
 		{name: "RawNULInString", body: "{\"kind\":\"no\x00op\"}", errHas: "at byte"},
@@ -87,12 +87,12 @@ func TestHostileInput(t *testing.T) {
 		{name: "ZeroMaxAttempts", body: `{"kind":"noop","max_attempts":0}`, field: "max_attempts"},
 		{name: "NegativeBackoff", body: `{"kind":"noop","backoff_base_ms":-1}`, field: "backoff_base_ms"},
 		{name: "ShortTimeout", body: `{"kind":"noop","timeout_ms":5}`, field: "timeout_ms"},
-		{name: "InvestigationWithoutApp", body: `{"kind":"app_investigation","payload":{}}`, field: "app"},
-		{name: "InvestigationBadURL", body: `{"kind":"app_investigation","payload":{"app":"com.a.b","store_url":"javascript:alert(1)"}}`, field: "store_url"},
+		{name: "InvestigationWithoutApp", body: `{"kind":"app_investigation","payload":{}}`, field: "payload.app"},
+		{name: "InvestigationBadURL", body: `{"kind":"app_investigation","payload":{"app":"com.a.b","store_url":"javascript:alert(1)"}}`, field: "payload.store_url"},
 		// payload.app and payload.device fit their index for every kind.
-		{name: "AppTooLong", body: `{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}`, field: "app", errHas: "255"},
-		{name: "DeviceTooLong", body: `{"kind":"x","payload":{"device":"` + strings.Repeat("d", 65) + `"}}`, field: "device", errHas: "64"},
-		{name: "BatchAppTooLong", path: jobs + "/batch", body: `{"jobs":[{"kind":"x"},{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}]}`, field: "jobs[1].app"},
+		{name: "AppTooLong", body: `{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}`, field: "payload.app", errHas: "255"},
+		{name: "DeviceTooLong", body: `{"kind":"x","payload":{"device":"` + strings.Repeat("d", 65) + `"}}`, field: "payload.device", errHas: "64"},
+		{name: "BatchAppTooLong", path: jobs + "/batch", body: `{"jobs":[{"kind":"x"},{"kind":"x","payload":{"app":"` + incompressible(2800) + `"}}]}`, field: "jobs[1].payload.app"},
 		{name: "LongIdempotencyHeader", body: `{"kind":"noop"}`, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 300)}, field: "idempotency_key"},
 
 		// Media type and size.
@@ -100,7 +100,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "Form", body: `kind=noop`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 415},
 		{name: "BadMediaType", body: `{"kind":"noop"}`, header: map[string]string{"Content-Type": "application/json; charset"}, status: 415},
 		{name: "TwoMiB", body: `{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}`, status: 413},
-		{name: "BatchTwoMiBJobIsFine", path: jobs + "/batch", body: `{"jobs":[{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}]}`, field: "jobs[0].payload"},
+		{name: "BatchTwoMiBJobIsFine", path: jobs + "/batch", body: `{"jobs":[{"kind":"noop","payload":{"s":"` + strings.Repeat("x", 2<<20) + `"}}]}`, status: 413, field: "jobs[0].payload"},
 
 		// Batch.
 		{name: "BatchJobsNotArray", path: jobs + "/batch", body: `{"jobs":{"kind":"noop"}}`, field: "jobs"},

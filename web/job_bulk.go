@@ -27,37 +27,37 @@ func newBulkBody(jobs []queue.Job) api.BulkResult {
 
 // decodeSelector reads a bulk action's selector. An empty one is refused:
 // acting on every job must be asked for by naming a state, kind or queue.
-func decodeSelector(c echo.Context) (queue.Filter, error) {
+func decodeSelector(c echo.Context) (queue.Selection, error) {
 	body, err := readBody(c, actionBodyLimit)
 	if err != nil {
-		return queue.Filter{}, err
+		return queue.Selection{}, err
 	}
 	var sel api.Selector
 	if err := decodeObject(body, &sel, ""); err != nil {
-		return queue.Filter{}, err
+		return queue.Selection{}, err
 	}
 	if sel.IDs != nil && len(sel.IDs) == 0 {
-		return queue.Filter{}, badRequest("ids", "must hold at least one id")
+		return queue.Selection{}, badRequest("ids", "must hold at least one id")
 	}
 	if len(sel.IDs) > maxBulkIDs {
-		return queue.Filter{}, badRequest("ids", "must hold at most %d ids", maxBulkIDs)
+		return queue.Selection{}, badRequest("ids", "must hold at most %d ids", maxBulkIDs)
 	}
 	for i, id := range sel.IDs {
 		if id < 1 {
-			return queue.Filter{}, badRequest(fmt.Sprintf("ids[%d]", i), "must be a positive integer")
+			return queue.Selection{}, badRequest(fmt.Sprintf("ids[%d]", i), "must be a positive integer")
 		}
 	}
 	if sel.State != "" && !queue.State(sel.State).Valid() {
-		return queue.Filter{}, badRequest("state", "must be one of pending, running, succeeded, dead, cancelled")
+		return queue.Selection{}, badRequest("state", "must be one of pending, running, succeeded, dead, cancelled")
 	}
 	if err := checkText("kind", sel.Kind); err != nil {
-		return queue.Filter{}, err
+		return queue.Selection{}, err
 	}
 	if err := checkText("queue", sel.Queue); err != nil {
-		return queue.Filter{}, err
+		return queue.Selection{}, err
 	}
 	if len(sel.IDs) == 0 && sel.State == "" && sel.Kind == "" && sel.Queue == "" {
-		return queue.Filter{}, badRequest("", `select jobs by "ids" or a filter of "state", "kind" and "queue"`)
+		return queue.Selection{}, badRequest("", `select jobs by "ids" or a filter of "state", "kind" and "queue"`)
 	}
-	return queue.Filter{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue}, nil
+	return queue.Selection{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue}, nil
 }

@@ -154,7 +154,7 @@ func TestScheduleHostileInput(t *testing.T) {
 		{"JobRunAt", "POST", "", `{"name":"a","cron":"@daily","job":{"kind":"noop","run_at":"2026-12-01T00:00:00Z"}}`, 400, "job.run_at", "tick"},
 		{"JobKey", "POST", "", `{"name":"a","cron":"@daily","job":{"kind":"noop","idempotency_key":"k"}}`, 400, "job.idempotency_key", ""},
 		{"JobPayloadArray", "POST", "", `{"name":"a","cron":"@daily","job":{"kind":"noop","payload":[1]}}`, 400, "job.payload", ""},
-		{"JobInvestigationNoApp", "POST", "", `{"name":"a","cron":"@daily","job":{"kind":"app_investigation"}}`, 400, "job.app", ""},
+		{"JobInvestigationNoApp", "POST", "", `{"name":"a","cron":"@daily","job":{"kind":"app_investigation"}}`, 400, "job.payload.app", ""},
 		{"NameMissing", "POST", "", `{"cron":"@daily","job":{"kind":"noop"}}`, 400, "name", ""},
 		{"NameUpper", "POST", "", `{"name":"Nightly","cron":"@daily","job":{"kind":"noop"}}`, 400, "name", ""},
 		{"NameSlash", "POST", "", `{"name":"a/b","cron":"@daily","job":{"kind":"noop"}}`, 400, "name", ""},

@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -10,8 +9,9 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// workerWindow is how recently a worker must have been seen to be listed.
-const workerWindow = 5 * time.Minute
+// workerWindow is how recently a worker must have been seen to be listed:
+// the workers online.
+const workerWindow = queue.OnlineWindow
 
 // stats answers the current counts, read from the maintained counters
 // rather than by counting jobs or artifacts.

@@ -2,8 +2,8 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -13,17 +13,9 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// Bounds of a remote worker's claim.
-const (
-	maxClaimLimit  = 100
-	maxClaimQueues = 100
-	// maxClaimWait stays under the idle timeouts of common reverse proxies.
-	maxClaimWait = 30 * time.Second
-)
-
-var (
-	queueNamePattern = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
-)
+// maxClaimWait bounds a claim's long poll. It stays under the idle
+// timeouts of common reverse proxies.
+const maxClaimWait = 30 * time.Second
 
 // workerClaim leases up to limit due jobs to the calling worker, with the
 // same query a direct worker uses.
@@ -35,6 +27,9 @@ func (s *server) workerClaim(c echo.Context) error {
 	}
 	var req api.ClaimRequest
 	if err := decodeObject(body, &req, ""); err != nil {
+		return err
+	}
+	if err := refuseExplicitZero(body, req); err != nil {
 		return err
 	}
 	worker := workerName(c)
@@ -84,37 +79,50 @@ func (s *server) workerClaim(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// claimParams checks a claim (or presence) request of worker.
+// refuseExplicitZero refuses a limit or lease_ms of 0 that the request
+// sends: the description's minimums are 1 and 100, and only a field left
+// out (or null) takes the default. ClaimRequest cannot tell the two apart.
+func refuseExplicitZero(body []byte, r api.ClaimRequest) error {
+	var sent map[string]json.RawMessage
+	if json.Unmarshal(body, &sent) != nil {
+		return nil // decodeObject accepted it, so it is an object
+	}
+	given := func(name string) bool { v, ok := sent[name]; return ok && string(v) != "null" }
+	if r.Limit == 0 && given("limit") {
+		return badRequest("limit", "must be between 1 and %d", queue.MaxClaimLimit)
+	}
+	if r.LeaseMs == 0 && given("lease_ms") {
+		return badRequest("lease_ms", "must be between %d and %d", queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
+	}
+	return nil
+}
+
+// claimParams fills in the defaults of a claim (or presence) request of
+// worker and checks it with queue.CheckClaim, the rule a direct worker's
+// claim obeys too. Absent queues are ["default"]; an empty list is
+// refused.
 func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
-	if len(r.Queues) == 0 {
+	if r.Queues == nil {
 		r.Queues = []string{"default"}
-	}
-	if len(r.Queues) > maxClaimQueues {
-		return queue.ClaimParams{}, 0, badRequest("queues", "must name at most %d queues", maxClaimQueues)
-	}
-	for _, q := range r.Queues {
-		if !queueNamePattern.MatchString(q) {
-			return queue.ClaimParams{}, 0, badRequest("queues", "each must match [a-z0-9_.-]{1,64}")
-		}
 	}
 	if r.Limit == 0 {
 		r.Limit = 1
 	}
-	if r.Limit < 1 || r.Limit > maxClaimLimit {
-		return queue.ClaimParams{}, 0, badRequest("limit", "must be between 1 and %d", maxClaimLimit)
-	}
-	if r.LeaseMs == 0 {
-		r.LeaseMs = queue.DefaultLease.Milliseconds()
-	}
-	lease := time.Duration(r.LeaseMs) * time.Millisecond
-	if r.LeaseMs < 0 || lease < queue.MinLease || lease > queue.MaxLease {
-		return queue.ClaimParams{}, 0, badRequest("lease_ms", "must be between %d and %d", queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
-	}
 	if r.WaitMs < 0 || r.WaitMs > maxClaimWait.Milliseconds() {
 		return queue.ClaimParams{}, 0, badRequest("wait_ms", "must be between 0 and %d", maxClaimWait.Milliseconds())
 	}
-	return queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: r.Limit, Lease: lease},
-		time.Duration(r.WaitMs) * time.Millisecond, nil
+	// Saturated before the conversion, so that no huge lease_ms wraps
+	// around into the bounds; queue refuses what is out of them.
+	leaseMs := min(max(r.LeaseMs, -1), queue.MaxLease.Milliseconds()+1)
+	p := queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: r.Limit,
+		Lease: time.Duration(leaseMs) * time.Millisecond}
+	if p.Lease == 0 {
+		p.Lease = queue.DefaultLease
+	}
+	if err := queue.CheckClaim(p); err != nil {
+		return queue.ClaimParams{}, 0, err
+	}
+	return p, time.Duration(r.WaitMs) * time.Millisecond, nil
 }
 
 // workerName is the calling worker's identity: its token's name.

@@ -175,6 +175,9 @@ func (s *server) workerPresence(c echo.Context) error {
 	if err := decodeObject(body, &req, ""); err != nil {
 		return err
 	}
+	if len(req.Queues) == 0 {
+		req.Queues = nil // a presence may name no queue: claimParams's default
+	}
 	p, _, err := claimParams(api.ClaimRequest{Queues: req.Queues, Devices: req.Devices}, workerName(c))
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 // every 10 s), and the window of their outcome counts.
 const (
 	workersPageWindow  = 24 * time.Hour
-	workerOnlineWindow = 30 * time.Second
+	workerOnlineWindow = queue.OnlineWindow
 	workerOutcomes     = 24 * time.Hour
 )
 

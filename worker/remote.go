@@ -85,7 +85,7 @@ func (r *Remote) Whoami(ctx context.Context) (string, error) {
 func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	var out api.ClaimResponse
 	body := api.ClaimRequest{
-		Queues: p.Queues, Devices: p.Devices, Limit: p.Limit,
+		Queues: p.Queues, Devices: orEmpty(p.Devices), Limit: p.Limit,
 		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
 	}
 	// Bounded: on a network that went silent (no reset) the answer may
@@ -167,7 +167,18 @@ func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, re
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
 func (r *Remote) WorkerSeen(ctx context.Context, p queue.Presence) error {
-	return r.call(ctx, http.MethodPost, api.PresencePath, p.API(), nil, false)
+	req := p.API()
+	req.Devices = orEmpty(req.Devices)
+	return r.call(ctx, http.MethodPost, api.PresencePath, req, nil, false)
+}
+
+// orEmpty is list, or an empty list for nil: the description's devices
+// are an array, and a validating proxy refuses null.
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,
@@ -278,7 +289,7 @@ func (r *Remote) do(req *http.Request, out any) error {
 			return queue.ErrNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return ErrUnauthorized
-		case e.Code == api.CodeInvalid && e.Field != "":
+		case (e.Code == api.CodeInvalid || e.Code == api.CodeTooLarge) && e.Field != "":
 			// The same error a direct worker gets from the queue.
 			return &queue.ValidationError{Field: e.Field, Message: e.Error}
 		}

@@ -104,8 +104,8 @@ func New(cfg Config) *Worker {
 	return w
 }
 
-// presenceEvery is how often a worker reports itself alive (/workers
-// counts a worker seen within the last minute as online).
+// presenceEvery is how often a worker reports itself alive (a worker seen
+// within queue.OnlineWindow counts as online).
 const presenceEvery = 10 * time.Second
 
 // Errors that say why a job's executor was stopped.
@@ -172,7 +172,7 @@ func (w *Worker) Run(ctx context.Context) error {
 					w.checkDevice() // after each job
 				})
 			}
-			if len(claim.Jobs) == free {
+			if len(claim.Jobs) == min(free, queue.MaxClaimLimit) {
 				continue // there may be more
 			}
 		}
@@ -233,8 +233,10 @@ func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
 			cancel()
 		}()
 	}
+	// One claim takes at most queue.MaxClaimLimit; the loop claims again
+	// for the slots still free.
 	return w.backend.Claim(ctx, queue.ClaimParams{
-		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
+		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: min(limit, queue.MaxClaimLimit), Lease: w.cfg.Lease,
 	})
 }
 

@@ -98,8 +98,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *lease < 100*time.Millisecond || *lease > time.Hour {
-		return fmt.Errorf("--lease %v: must be between 100ms and 1h", *lease)
+	if *lease < queue.MinLease || *lease > queue.MaxLease {
+		return fmt.Errorf("--lease %v: must be between %v and %v", *lease, queue.MinLease, queue.MaxLease)
 	}
 	if *heartbeat < 0 || *heartbeat >= *lease {
 		return fmt.Errorf("--heartbeat %v: must be shorter than --lease %v", *heartbeat, *lease)

@@ -88,14 +88,14 @@ func (h *Handler) jobsBulk(c echo.Context, action bulkAction) error {
 	}
 	back := bulkReturnURL(form)
 	ids, problem := parseBulkIDs(form["ids"])
-	f := queue.Filter{IDs: ids}
+	f := queue.Selection{IDs: ids}
 	// all=dead is the dead-letter queue's "Retry all dead": a filter
 	// instead of ids, never both, and never a cancel.
 	if all := form.Get("all"); all != "" && problem == "" {
 		if all != "dead" || action != bulkRetry || len(ids) > 0 {
 			problem = "Choose either jobs by their checkboxes or “Retry all dead”."
 		}
-		f = queue.Filter{State: queue.StateDead}
+		f = queue.Selection{State: queue.StateDead}
 	}
 	if problem != "" {
 		return render(c, http.StatusBadRequest, templates.ListProblem(h.page(c, "Nothing was changed", ""), problem, back))

@@ -33,7 +33,7 @@ const (
 // idempotency key, so that its double submit makes one job while a new
 // form makes a new one.
 func (h *Handler) NewJobForm(c echo.Context) error {
-	v := templates.NewJobView{Priority: "0", MaxAttempts: "5", ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
+	v := templates.NewJobView{Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts), ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
 	return render(c, http.StatusOK, templates.NewJobForm(h.page(c, "New investigation", "new"), v))
 }
 
@@ -64,8 +64,8 @@ func (h *Handler) SubmitNewJob(c echo.Context) error {
 		in.IdempotencyKey = newJobKey()
 		return render(c, http.StatusConflict, templates.NewJobForm(h.page(c, "New investigation", "new"), in))
 	case errors.As(err, &ve):
-		if newJobIsField(ve.Field) {
-			return h.newJobInvalid(c, in, map[string]string{ve.Field: ve.Message}, "")
+		if name := newJobFormField(ve.Field); newJobIsField(name) {
+			return h.newJobInvalid(c, in, map[string]string{name: ve.Message}, "")
 		}
 		return h.newJobInvalid(c, in, nil, ve.Field+" "+ve.Message)
 	case err != nil:
@@ -116,7 +116,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	if msg != "" {
 		errs["priority"] = msg
 	}
-	maxAttempts, msg := newJobNumber(in.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
+	maxAttempts, msg := newJobNumber(in.MaxAttempts, queue.DefaultMaxAttempts, 1, queue.MaxAttemptsLimit)
 	if msg != "" {
 		errs["max_attempts"] = msg
 	}
@@ -148,12 +148,13 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 		if !errors.As(trial.Normalize(), &ve) {
 			break
 		}
-		if !newJobIsField(ve.Field) || errs[ve.Field] != "" {
+		name := newJobFormField(ve.Field)
+		if !newJobIsField(name) || errs[name] != "" {
 			problem = ve.Field + " " + ve.Message
 			break
 		}
-		errs[ve.Field] = ve.Message
-		switch ve.Field {
+		errs[name] = ve.Message
+		switch name {
 		case "app":
 			p.App = "com.example.placeholder"
 		case "store_url":
@@ -172,6 +173,10 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	}
 	return nj, errs, problem
 }
+
+// newJobFormField is the form field of a queue validation field: the
+// form's app is the payload's ("payload.app").
+func newJobFormField(name string) string { return strings.TrimPrefix(name, "payload.") }
 
 // newJobIsField reports whether a queue validation field is one of the
 // form's.

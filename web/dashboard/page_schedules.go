@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // SchedulesPage is GET /schedules: every schedule and an empty form.
 func (h *Handler) SchedulesPage(c echo.Context) error {
 	return h.renderSchedules(c, http.StatusOK, templates.SchedulesView{
-		Form:    templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
+		Form:    templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts)},
 		Created: scheduleCreatedParam(c),
 	})
 }
@@ -97,7 +98,7 @@ func scheduleFromForm(f templates.ScheduleFormView) (queue.NewSchedule, map[stri
 	if msg != "" {
 		errs["priority"] = msg
 	}
-	maxAttempts, msg := newJobNumber(f.MaxAttempts, 5, 1, queue.MaxAttemptsLimit)
+	maxAttempts, msg := newJobNumber(f.MaxAttempts, queue.DefaultMaxAttempts, 1, queue.MaxAttemptsLimit)
 	if msg != "" {
 		errs["max_attempts"] = msg
 	}
@@ -123,7 +124,7 @@ func scheduleFromForm(f templates.ScheduleFormView) (queue.NewSchedule, map[stri
 }
 
 // scheduleFormField is the form field of a queue validation field: the
-// payload's own fields (job.app, job.device) are the payload's.
+// payload's own fields (job.payload.app, job.payload.device) are the payload's.
 func scheduleFormField(name string) string {
 	name = strings.TrimPrefix(name, "job.")
 	switch name {
@@ -153,7 +154,7 @@ func (h *Handler) setSchedulePaused(c echo.Context, pause bool) error {
 	notFound := func() error {
 		return h.renderSchedules(c, http.StatusNotFound, templates.SchedulesView{
 			Notice: "Nothing changed: there is no schedule of that name (deleted meanwhile?).",
-			Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: "5"},
+			Form:   templates.ScheduleFormView{Timezone: "UTC", Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts)},
 		})
 	}
 	if !queue.ValidScheduleName(name) {

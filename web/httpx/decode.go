@@ -22,14 +22,13 @@ const jsonSpace = " \t\r\n"
 
 // ReadBody reads a JSON request body of at most limit bytes. Beyond the
 // limit it stops reading and answers 413, so an endless body costs at
-// most limit bytes of memory.
+// most limit bytes of memory. A body must say it is JSON: without
+// Content-Type, or with another one, the answer is 415 (README).
 func ReadBody(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
-	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != echo.MIMEApplicationJSON {
-			return nil, &Error{Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
-		}
+	mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return nil, &Error{Status: http.StatusUnsupportedMediaType, Message: "Content-Type must be application/json"}
 	}
 	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
 	if req.ContentLength > limit {
@@ -39,7 +38,7 @@ func ReadBody(c echo.Context, limit int64) ([]byte, error) {
 	if req.ContentLength > 0 {
 		buf.Grow(int(req.ContentLength) + bytes.MinRead) // one allocation, not doublings up to 64 MiB
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(c.Response(), req.Body, limit))
+	_, err = buf.ReadFrom(http.MaxBytesReader(c.Response(), req.Body, limit))
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		return nil, tooLarge

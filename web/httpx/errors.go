@@ -118,6 +118,8 @@ func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, api.Error{Error: ae.Message, Field: ae.Field, Code: ae.Code}
+	case errors.As(err, &ve) && errors.Is(err, queue.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, api.Error{Error: ve.Message, Field: ve.Field}
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, api.Error{Error: ve.Message, Field: ve.Field}
 	case errors.Is(err, queue.ErrNotFound):
@@ -125,6 +127,8 @@ func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 	case errors.Is(err, queue.ErrLeaseLost):
 		// The worker's lease is not current: it must stop the job.
 		return http.StatusConflict, api.Error{Error: api.LeaseLost, Code: api.CodeLeaseLost}
+	case errors.Is(err, queue.ErrResultConflict):
+		return http.StatusConflict, api.Error{Error: err.Error(), Field: "result"}
 	case errors.Is(err, queue.ErrIdempotencyConflict):
 		return http.StatusConflict, api.Error{Error: err.Error(), Field: "idempotency_key"}
 	case errors.As(err, &tooLarge):
