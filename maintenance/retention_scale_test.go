@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -58,7 +59,7 @@ func TestPruneScale(t *testing.T) {
 				t.Errorf("claim: %v, %d jobs", err, len(jobs))
 				break
 			}
-			if _, err := f.client.Complete(f.ctx, leaseOf(jobs[0]), nil); err != nil {
+			if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(jobs[0]), nil); err != nil {
 				t.Error(err)
 				break
 			}

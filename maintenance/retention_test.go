@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -89,11 +90,11 @@ func (f *fixture) finishWithHistory(t *testing.T, sum string) queue.Job {
 	t.Helper()
 	f.insert(t, jobOpts{maxAttempts: 3})
 	j := f.claimOne(t, "w1", time.Minute)
-	if _, err := f.client.Fail(f.ctx, leaseOf(j), "boom", true); err != nil {
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "boom", true); err != nil {
 		t.Fatal(err)
 	}
 	j = f.claimOne(t, "w1", time.Minute)
-	l := leaseOf(j)
+	l := testutil.LeaseOf(j)
 	if err := f.client.Progress(f.ctx, l, 0.5, "half"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +173,11 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	for _, j := range claimed {
 		switch j.ID {
 		case deadYoung.ID, deadOld.ID:
-			if _, err := f.client.Fail(f.ctx, leaseOf(j), "permanent", false); err != nil {
+			if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "permanent", false); err != nil {
 				t.Fatal(err)
 			}
 		case oldPending.ID:
-			if _, err := f.client.Release(f.ctx, leaseOf(j)); err != nil {
+			if _, err := f.client.Release(f.ctx, testutil.LeaseOf(j)); err != nil {
 				t.Fatal(err)
 			}
 		}

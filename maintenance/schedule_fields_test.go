@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -13,7 +14,7 @@ import (
 func TestScheduleKeepsTheConcurrencyKey(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	clock := newFakeClock(utc("2026-12-01T01:59:50Z"))
+	clock := testutil.NewClock(testutil.UTC("2026-12-01T01:59:50Z"))
 	key, limit := "phone:R5CT", int32(2)
 	s, err := f.client.CreateSchedule(f.ctx, queue.NewSchedule{Name: "nightly", Cron: "0 2 * * *",
 		Job: queue.NewJob{Kind: "noop", ConcurrencyKey: &key, ConcurrencyLimit: &limit}}, clock.Now())
@@ -23,7 +24,7 @@ func TestScheduleKeepsTheConcurrencyKey(t *testing.T) {
 	if s.Job.ConcurrencyKey == nil || *s.Job.ConcurrencyKey != key || s.Job.ConcurrencyLimit != limit {
 		t.Fatalf("stored job %+v, want key %s limit %d", s.Job, key, limit)
 	}
-	clock.set(utc("2026-12-01T02:00:00Z"))
+	clock.Set(testutil.UTC("2026-12-01T02:00:00Z"))
 	if _, err := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now}).RunDue(f.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,28 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
-
-// fakeClock is the scheduler's clock in tests.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock(at time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.set(at)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
-
-func (c *fakeClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
-
-func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func (f *fixture) schedule(t *testing.T, name, cron, tz string, now time.Time) queue.Schedule {
 	t.Helper()
@@ -65,18 +50,18 @@ func (f *fixture) scheduledJobs(t *testing.T, name string) []string {
 func TestSchedulerTickEnqueuesOneJob(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 20)
-	clock := newFakeClock(utc("2026-12-01T01:59:50Z"))
+	clock := testutil.NewClock(testutil.UTC("2026-12-01T01:59:50Z"))
 	f.schedule(t, "nightly", "0 2 * * *", "", clock.Now())
 	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 
 	next, err := sch.RunDue(f.ctx)
-	if err != nil || !next.Equal(utc("2026-12-01T02:00:00Z")) {
+	if err != nil || !next.Equal(testutil.UTC("2026-12-01T02:00:00Z")) {
 		t.Fatalf("RunDue = %v, %v; want the next tick 02:00", next, err)
 	}
 	if keys := f.scheduledJobs(t, "nightly"); len(keys) != 0 {
 		t.Fatalf("jobs before the tick: %v", keys)
 	}
-	clock.set(utc("2026-12-01T02:00:00Z"))
+	clock.Set(testutil.UTC("2026-12-01T02:00:00Z"))
 	// Ten schedulers at once (as if the role had passed while one still
 	// ran): the tick is one job.
 	var wg sync.WaitGroup
@@ -99,7 +84,7 @@ func TestSchedulerTickEnqueuesOneJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.NextRunAt.Equal(utc("2026-12-02T02:00:00Z")) || !s.LastRunAt.Equal(utc("2026-12-01T02:00:00Z")) || s.LastJobID == nil {
+	if !s.NextRunAt.Equal(testutil.UTC("2026-12-02T02:00:00Z")) || !s.LastRunAt.Equal(testutil.UTC("2026-12-01T02:00:00Z")) || s.LastJobID == nil {
 		t.Fatalf("after the tick: next %v, last %v, job %v", s.NextRunAt, s.LastRunAt, s.LastJobID)
 	}
 	job, err := f.client.Get(f.ctx, *s.LastJobID)
@@ -122,11 +107,11 @@ func TestSchedulerTickEnqueuesOneJob(t *testing.T) {
 func TestSchedulerCatchUpAfterDowntime(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	clock := newFakeClock(utc("2026-12-01T01:30:00Z"))
+	clock := testutil.NewClock(testutil.UTC("2026-12-01T01:30:00Z"))
 	f.schedule(t, "hourly", "@hourly", "", clock.Now())
 	f.schedule(t, "fast", "@every 1s", "", clock.Now())
 	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
-	clock.set(utc("2026-12-01T05:10:00.5Z")) // down from 01:30 to 05:10
+	clock.Set(testutil.UTC("2026-12-01T05:10:00.5Z")) // down from 01:30 to 05:10
 	next, err := sch.RunDue(f.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -137,11 +122,11 @@ func TestSchedulerCatchUpAfterDowntime(t *testing.T) {
 	if keys := f.scheduledJobs(t, "fast"); len(keys) != 1 || keys[0] != "schedule:fast:2026-12-01T05:10:00Z" {
 		t.Fatalf("@every 1s jobs after the downtime: %v, want the 05:10:00 tick alone", keys)
 	}
-	if !next.Equal(utc("2026-12-01T05:10:01Z")) {
+	if !next.Equal(testutil.UTC("2026-12-01T05:10:01Z")) {
 		t.Fatalf("next wake-up %v, want 05:10:01", next)
 	}
 	s, _ := f.client.Schedule(f.ctx, "hourly")
-	if !s.NextRunAt.Equal(utc("2026-12-01T06:00:00Z")) {
+	if !s.NextRunAt.Equal(testutil.UTC("2026-12-01T06:00:00Z")) {
 		t.Fatalf("hourly next %v, want 06:00", s.NextRunAt)
 	}
 }
@@ -151,31 +136,31 @@ func TestSchedulerCatchUpAfterDowntime(t *testing.T) {
 func TestScheduleUpdateRecomputesNextRun(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	clock := newFakeClock(utc("2026-12-01T10:00:00Z"))
+	clock := testutil.NewClock(testutil.UTC("2026-12-01T10:00:00Z"))
 	s := f.schedule(t, "s", "@daily", "", clock.Now())
-	if !s.NextRunAt.Equal(utc("2026-12-02T00:00:00Z")) {
+	if !s.NextRunAt.Equal(testutil.UTC("2026-12-02T00:00:00Z")) {
 		t.Fatalf("next %v", s.NextRunAt)
 	}
-	clock.set(utc("2026-12-01T10:20:00Z"))
+	clock.Set(testutil.UTC("2026-12-01T10:20:00Z"))
 	s, err := f.client.UpdateSchedule(f.ctx, "s", queue.SchedulePatch{Cron: ptr("*/5 * * * *")}, clock.Now())
-	if err != nil || !s.NextRunAt.Equal(utc("2026-12-01T10:25:00Z")) || s.Cron != "*/5 * * * *" {
+	if err != nil || !s.NextRunAt.Equal(testutil.UTC("2026-12-01T10:25:00Z")) || s.Cron != "*/5 * * * *" {
 		t.Fatalf("after PATCH cron: %+v, %v", s, err)
 	}
 	s, err = f.client.UpdateSchedule(f.ctx, "s", queue.SchedulePatch{Timezone: ptr("Asia/Kolkata")}, clock.Now())
-	if err != nil || !s.NextRunAt.Equal(utc("2026-12-01T10:20:00Z").Add(5*time.Minute)) {
+	if err != nil || !s.NextRunAt.Equal(testutil.UTC("2026-12-01T10:20:00Z").Add(5*time.Minute)) {
 		t.Fatalf("after PATCH timezone (+05:30: */5 still lands on :25): %v, %v", s.NextRunAt, err)
 	}
 	s, err = f.client.UpdateSchedule(f.ctx, "s", queue.SchedulePatch{Paused: ptr(true)}, clock.Now())
 	if err != nil || !s.Paused || s.NextRunAt != nil {
 		t.Fatalf("after pause: %+v, %v", s, err)
 	}
-	clock.set(utc("2026-12-01T13:02:00Z"))
+	clock.Set(testutil.UTC("2026-12-01T13:02:00Z"))
 	sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
 	if next, err := sch.RunDue(f.ctx); err != nil || !next.IsZero() {
 		t.Fatalf("RunDue while paused = %v, %v", next, err)
 	}
 	s, err = f.client.UpdateSchedule(f.ctx, "s", queue.SchedulePatch{Paused: ptr(false)}, clock.Now())
-	if err != nil || s.Paused || !s.NextRunAt.Equal(utc("2026-12-01T13:05:00Z")) {
+	if err != nil || s.Paused || !s.NextRunAt.Equal(testutil.UTC("2026-12-01T13:05:00Z")) {
 		t.Fatalf("after resume: %+v, %v", s, err)
 	}
 	if _, err := sch.RunDue(f.ctx); err != nil {
@@ -186,7 +171,7 @@ func TestScheduleUpdateRecomputesNextRun(t *testing.T) {
 	}
 	// A new job applies from the next tick; other fields stay.
 	s, err = f.client.UpdateSchedule(f.ctx, "s", queue.SchedulePatch{Job: &queue.NewJob{Kind: "other"}}, clock.Now())
-	if err != nil || s.Job.Kind != "other" || s.Job.Queue != "default" || s.Cron != "*/5 * * * *" || !s.NextRunAt.Equal(utc("2026-12-01T13:05:00Z")) {
+	if err != nil || s.Job.Kind != "other" || s.Job.Queue != "default" || s.Cron != "*/5 * * * *" || !s.NextRunAt.Equal(testutil.UTC("2026-12-01T13:05:00Z")) {
 		t.Fatalf("after PATCH job: %+v, %v", s, err)
 	}
 	if err := f.client.DeleteSchedule(f.ctx, "s"); err != nil {
@@ -217,10 +202,10 @@ func TestSchedulerBerlinDSTOneJobADay(t *testing.T) {
 		{"autumn", "2026-10-23T12:00:00Z", []string{
 			"schedule:autumn:2026-10-24T00:30:00Z", "schedule:autumn:2026-10-25T00:30:00Z", "schedule:autumn:2026-10-26T01:30:00Z"}},
 	} {
-		clock := newFakeClock(utc(tc.from))
+		clock := testutil.NewClock(testutil.UTC(tc.from))
 		f.schedule(t, tc.name, "30 2 * * *", "Europe/Berlin", clock.Now())
 		sch := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now})
-		for end := clock.Now().Add(3 * 24 * time.Hour); clock.Now().Before(end); clock.add(10 * time.Minute) {
+		for end := clock.Now().Add(3 * 24 * time.Hour); clock.Now().Before(end); clock.Add(10 * time.Minute) {
 			if _, err := sch.RunDue(f.ctx); err != nil {
 				t.Fatal(err)
 			}

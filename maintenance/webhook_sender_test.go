@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/api"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/webhooksig"
@@ -93,7 +94,7 @@ func (f *fixture) killJob(t *testing.T) queue.Job {
 	t.Helper()
 	f.insert(t, jobOpts{maxAttempts: 3})
 	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Fail(f.ctx, leaseOf(j), "bad input", false)
+	got, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "bad input", false)
 	if err != nil || got.State != queue.StateDead {
 		t.Fatalf("failing for good: %v %v", got.State, err)
 	}
@@ -326,7 +327,7 @@ func TestWebhookTwoSendersDeliverOnce(t *testing.T) {
 					return
 				}
 				for _, j := range jobs {
-					if _, err := f.client.Complete(f.ctx, leaseOf(j), nil); err != nil {
+					if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(j), nil); err != nil {
 						t.Error(err)
 					}
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -78,7 +79,7 @@ func TestChangeNotificationsOnlyWhileWatched(t *testing.T) {
 		t.Helper()
 		f.insert(t, jobOpts{})
 		job := f.claimOne(t, "w", time.Minute)
-		if _, err := f.client.Complete(f.ctx, leaseOf(job), nil); err != nil {
+		if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(job), nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: "w", Queues: []string{"default"}}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -70,7 +71,7 @@ func TestChecksMigrationKeepsDataAndRules(t *testing.T) {
 	if err != nil || len(jobs) != 1 || string(jobs[0].Payload) != `{"app": "com.example.a"}` {
 		t.Fatalf("claimed %+v (%v)", jobs, err)
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(jobs[0]), json.RawMessage(`{"ok":true}`)); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(jobs[0]), json.RawMessage(`{"ok":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	assertCountsExact(t, f)

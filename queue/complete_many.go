@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/leasehold/leasehold/db"
-	"reflect"
 )
 
 // ErrResultConflict means the attempt was completed already, under the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -34,7 +35,7 @@ func TestRecentDeadByWhenTheyDied(t *testing.T) {
 	}
 	// The newer job dies first: the older one is the most recent death.
 	for _, j := range []queue.Job{b, a} {
-		if _, err := f.client.Fail(f.ctx, leaseOf(j), "boom", false); err != nil {
+		if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "boom", false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,27 +59,27 @@ func TestLatestScreenshots(t *testing.T) {
 
 	// Attempt 1: two screenshots and a text file.
 	j := f.claimOne(t, "w1", time.Minute)
-	dashScreenshot(t, f, leaseOf(j), "1a.png")
-	dashScreenshot(t, f, leaseOf(j), "1b.png")
-	if _, err := f.client.RecordArtifact(f.ctx, leaseOf(j), queue.Artifact{
+	dashScreenshot(t, f, testutil.LeaseOf(j), "1a.png")
+	dashScreenshot(t, f, testutil.LeaseOf(j), "1b.png")
+	if _, err := f.client.RecordArtifact(f.ctx, testutil.LeaseOf(j), queue.Artifact{
 		Kind: queue.ArtifactText, Name: "log.txt", ContentType: "text/plain", Size: 1, SHA256: fmt.Sprintf("%064x", 1),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Fail(f.ctx, leaseOf(j), "first", true); err != nil {
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "first", true); err != nil {
 		t.Fatal(err)
 	}
 	// Attempt 2: three screenshots.
 	j = f.claimOne(t, "w1", time.Minute)
-	dashScreenshot(t, f, leaseOf(j), "2a.png")
-	b := dashScreenshot(t, f, leaseOf(j), "2b.png")
-	c := dashScreenshot(t, f, leaseOf(j), "2c.png")
-	if _, err := f.client.Fail(f.ctx, leaseOf(j), "second", true); err != nil {
+	dashScreenshot(t, f, testutil.LeaseOf(j), "2a.png")
+	b := dashScreenshot(t, f, testutil.LeaseOf(j), "2b.png")
+	c := dashScreenshot(t, f, testutil.LeaseOf(j), "2c.png")
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "second", true); err != nil {
 		t.Fatal(err)
 	}
 	// Attempt 3 lost its lease before taking any: attempt 2's are shown.
 	j = f.claimOne(t, "w1", time.Minute)
-	if _, err := f.client.Fail(f.ctx, leaseOf(j), "third", true); err != nil {
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "third", true); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -79,7 +80,7 @@ func TestFenceRequiresLeaseOwner(t *testing.T) {
 	}
 
 	// The owner's lease is untouched by all of it.
-	mine := leaseOf(held)
+	mine := testutil.LeaseOf(held)
 	if _, err := f.client.Heartbeat(f.ctx, mine); err != nil {
 		t.Fatalf("owner's heartbeat: %v", err)
 	}
@@ -120,7 +121,7 @@ func TestLeaseTokensAreNotGuessable(t *testing.T) {
 
 	// A retry's token is still larger than every earlier one of its job.
 	first := jobs[0]
-	if _, err := f.client.Fail(f.ctx, leaseOf(first), "again", true); err != nil {
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(first), "again", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.pool.Exec(f.ctx, `UPDATE jobs SET run_at = now() WHERE id = $1`, first.ID); err != nil {
@@ -140,7 +141,7 @@ func TestFinishEffectNotStarted(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	job := f.insert(t, jobOpts{})
-	l := leaseOf(f.claimOne(t, "w1", time.Minute))
+	l := testutil.LeaseOf(f.claimOne(t, "w1", time.Minute))
 	if err := f.client.FinishEffect(f.ctx, l, "never-started", nil); !errors.Is(err, queue.ErrEffectNotStarted) {
 		t.Fatalf("finishing an effect never started: %v, want ErrEffectNotStarted", err)
 	}
@@ -190,7 +191,7 @@ func TestCompleteChecksTheResult(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.insert(t, jobOpts{})
-			l := leaseOf(f.claimOne(t, "w1", time.Minute))
+			l := testutil.LeaseOf(f.claimOne(t, "w1", time.Minute))
 			var ve *queue.ValidationError
 			if _, err := f.client.Complete(f.ctx, l, json.RawMessage(tc.result)); !errors.As(err, &ve) || ve.Field != "result" {
 				t.Fatalf("Complete: %v, want a ValidationError on result", err)
@@ -212,7 +213,7 @@ func TestCompleteChecksTheResult(t *testing.T) {
 		})
 	}
 	f.insert(t, jobOpts{})
-	l := leaseOf(f.claimOne(t, "w1", time.Minute))
+	l := testutil.LeaseOf(f.claimOne(t, "w1", time.Minute))
 	if _, err := f.client.Complete(f.ctx, l, json.RawMessage(` {"ok":true} `)); err != nil {
 		t.Fatalf("an object result: %v", err)
 	}
@@ -225,7 +226,7 @@ func TestRepeatedCompletionIsIdempotent(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	job := f.insert(t, jobOpts{})
-	l := leaseOf(f.claimOne(t, "w1", time.Minute))
+	l := testutil.LeaseOf(f.claimOne(t, "w1", time.Minute))
 	first, err := f.client.Complete(f.ctx, l, json.RawMessage(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)

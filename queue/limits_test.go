@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -258,11 +259,11 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 					var err error
 					switch r := rand.IntN(10); {
 					case r == 0 && j.Attempt < 3:
-						_, err = f.client.Fail(ctx, leaseOf(j), "flaky", true)
+						_, err = f.client.Fail(ctx, testutil.LeaseOf(j), "flaky", true)
 					case r == 1 && j.Attempt < 3:
-						_, err = f.client.Release(ctx, leaseOf(j))
+						_, err = f.client.Release(ctx, testutil.LeaseOf(j))
 					default:
-						_, err = f.client.Complete(ctx, leaseOf(j), nil)
+						_, err = f.client.Complete(ctx, testutil.LeaseOf(j), nil)
 						finished.Add(1)
 					}
 					if err != nil {
@@ -364,12 +365,12 @@ func TestEveryEndOfAKeyedAttemptFreesItsKey(t *testing.T) {
 
 	// Completion.
 	j := next(t, time.Minute)
-	if _, err := f.client.Complete(f.ctx, leaseOf(j), nil); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(j), nil); err != nil {
 		t.Fatal(err)
 	}
 	// A permanent failure (dead); then its manual retry waits its turn.
 	j = next(t, time.Minute)
-	dead, err := f.client.Fail(f.ctx, leaseOf(j), "broken", false)
+	dead, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "broken", false)
 	if err != nil || dead.State != queue.StateDead {
 		t.Fatalf("fail: %v %v", dead.State, err)
 	}
@@ -381,7 +382,7 @@ func TestEveryEndOfAKeyedAttemptFreesItsKey(t *testing.T) {
 	if more := f.claim(t, "w2", 5, "default"); len(more) != 0 {
 		t.Fatal("a job asked to stop still holds its key until it stops")
 	}
-	if _, err := f.client.AckCancel(f.ctx, leaseOf(j)); err != nil {
+	if _, err := f.client.AckCancel(f.ctx, testutil.LeaseOf(j)); err != nil {
 		t.Fatal(err)
 	}
 	// An expired lease, reaped.
@@ -413,7 +414,7 @@ func TestEveryEndOfAKeyedAttemptFreesItsKey(t *testing.T) {
 	if more := f.claim(t, "w2", 5, "default"); len(more) != 0 {
 		t.Fatal("a retried job ran beside another of its key")
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(j), nil); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(j), nil); err != nil {
 		t.Fatal(err)
 	}
 	next(t, time.Minute)
@@ -444,7 +445,7 @@ func TestFreedKeyWakesWaitingWorkers(t *testing.T) {
 				close(woken)
 			}
 		}()
-		if _, err := f.client.Complete(f.ctx, leaseOf(held[0]), nil); err != nil {
+		if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(held[0]), nil); err != nil {
 			t.Fatal(err)
 		}
 		select {

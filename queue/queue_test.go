@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
@@ -28,20 +27,8 @@ type fixture struct {
 
 func setup(t *testing.T, maxConns int) *fixture {
 	t.Helper()
-	url := dbtest.NewDatabase(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = int32(maxConns)
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return &fixture{ctx: ctx, pool: pool, client: queue.NewClient(pool, nil)}
+	pool := testutil.NewPool(t, maxConns)
+	return &fixture{ctx: testutil.Context(t), pool: pool, client: queue.NewClient(pool, nil)}
 }
 
 type jobOpts struct {
@@ -67,10 +54,6 @@ func (f *fixture) insert(t *testing.T, o jobOpts) queue.Job {
 func (f *fixture) claimOne(t *testing.T, worker string, lease time.Duration) queue.Job {
 	t.Helper()
 	return testutil.ClaimJob(t, f.ctx, f.client, worker, "default", lease)
-}
-
-func leaseOf(j queue.Job) queue.Lease {
-	return queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: *j.LeaseOwner}
 }
 
 func TestClaimConcurrentExactlyOnce(t *testing.T) {
@@ -191,7 +174,7 @@ func TestStaleTokenRefused(t *testing.T) {
 	if current.LeaseToken <= old.LeaseToken {
 		t.Fatalf("new token %d not larger than old %d", current.LeaseToken, old.LeaseToken)
 	}
-	stale := leaseOf(old)
+	stale := testutil.LeaseOf(old)
 	if _, err := f.client.Heartbeat(f.ctx, stale); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("stale heartbeat: %v, want ErrLeaseLost", err)
 	}
@@ -229,7 +212,7 @@ func TestStaleTokenRefused(t *testing.T) {
 	if strings.Join(refused, ",") != "heartbeat,complete,fail" {
 		t.Fatalf("refusal events for %v, want heartbeat,complete,fail", refused)
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(current), nil); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(current), nil); err != nil {
 		t.Fatalf("current holder's complete: %v", err)
 	}
 }
@@ -239,7 +222,7 @@ func TestExpiredLeaseRefusedBeforeReap(t *testing.T) {
 	f := setup(t, 4)
 	f.insert(t, jobOpts{})
 	j := f.claimOne(t, "w", time.Minute)
-	if _, err := f.client.Heartbeat(f.ctx, leaseOf(j)); err != nil {
+	if _, err := f.client.Heartbeat(f.ctx, testutil.LeaseOf(j)); err != nil {
 		t.Fatalf("heartbeat in time: %v", err)
 	}
 	// Two minutes on, by the statements' clock.
@@ -248,13 +231,13 @@ func TestExpiredLeaseRefusedBeforeReap(t *testing.T) {
 	if got, _ := f.client.Get(f.ctx, j.ID); got.State != queue.StateRunning {
 		t.Fatalf("state %s, want running (not reaped yet)", got.State)
 	}
-	if _, err := late.Heartbeat(f.ctx, leaseOf(j)); !errors.Is(err, queue.ErrLeaseLost) {
+	if _, err := late.Heartbeat(f.ctx, testutil.LeaseOf(j)); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("late heartbeat: %v, want ErrLeaseLost", err)
 	}
-	if _, err := late.Fail(f.ctx, leaseOf(j), "late", true); !errors.Is(err, queue.ErrLeaseLost) {
+	if _, err := late.Fail(f.ctx, testutil.LeaseOf(j), "late", true); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("late fail: %v, want ErrLeaseLost", err)
 	}
-	if _, err := late.Complete(f.ctx, leaseOf(j), nil); !errors.Is(err, queue.ErrLeaseLost) {
+	if _, err := late.Complete(f.ctx, testutil.LeaseOf(j), nil); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("late complete: %v, want ErrLeaseLost", err)
 	}
 	if _, err := f.client.Heartbeat(f.ctx, queue.Lease{JobID: j.ID + 1000, Token: 1}); !errors.Is(err, queue.ErrNotFound) {
@@ -279,7 +262,7 @@ func TestLeaseDeadlineUsesDatabaseClock(t *testing.T) {
 	if d := dbNow.Sub(*j.HeartbeatAt); d < 0 || d > 5*time.Second {
 		t.Fatalf("claim time %v is not the database clock (now %v)", j.HeartbeatAt, dbNow)
 	}
-	hb, err := f.client.Heartbeat(f.ctx, leaseOf(j))
+	hb, err := f.client.Heartbeat(f.ctx, testutil.LeaseOf(j))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +282,7 @@ func TestFailBackoffBounds(t *testing.T) {
 	at := f.client
 	for n := 1; n <= 6; n++ {
 		j := testutil.ClaimJob(t, f.ctx, at, "w", "default", time.Minute)
-		failed, err := at.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
+		failed, err := at.Fail(f.ctx, testutil.LeaseOf(j), fmt.Sprintf("boom %d", n), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +310,7 @@ func TestDeadAfterMaxAttemptsKeepsEveryAttempt(t *testing.T) {
 	for n := 1; n <= 3; n++ {
 		j := f.claimOne(t, fmt.Sprintf("w%d", n), time.Minute)
 		var err error
-		last, err = f.client.Fail(f.ctx, leaseOf(j), fmt.Sprintf("boom %d", n), true)
+		last, err = f.client.Fail(f.ctx, testutil.LeaseOf(j), fmt.Sprintf("boom %d", n), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +347,7 @@ func TestDeadAfterMaxAttemptsKeepsEveryAttempt(t *testing.T) {
 	if j.Attempt != 4 {
 		t.Fatalf("attempt after retry %d, want 4", j.Attempt)
 	}
-	if after, _ := f.client.Fail(f.ctx, leaseOf(j), "again", true); after.State != queue.StatePending {
+	if after, _ := f.client.Fail(f.ctx, testutil.LeaseOf(j), "again", true); after.State != queue.StatePending {
 		t.Fatalf("first failure after retry: state %s, want pending", after.State)
 	}
 	d, _ = f.client.Detail(f.ctx, job.ID)
@@ -389,7 +372,7 @@ func TestPermanentFailureGoesDeadAtOnce(t *testing.T) {
 	f := setup(t, 4)
 	f.insert(t, jobOpts{maxAttempts: 5})
 	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Fail(f.ctx, leaseOf(j), "bad input", false)
+	got, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "bad input", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,11 +474,11 @@ func TestCancel(t *testing.T) {
 	if err != nil || got.State != queue.StateRunning || !got.CancelRequested {
 		t.Fatalf("cancel running: %v %+v", err, got)
 	}
-	hb, err := f.client.Heartbeat(f.ctx, leaseOf(running))
+	hb, err := f.client.Heartbeat(f.ctx, testutil.LeaseOf(running))
 	if err != nil || !hb.CancelRequested {
 		t.Fatalf("heartbeat after cancel: %v %+v", err, hb)
 	}
-	got, err = f.client.AckCancel(f.ctx, leaseOf(running))
+	got, err = f.client.AckCancel(f.ctx, testutil.LeaseOf(running))
 	if err != nil || got.State != queue.StateCancelled {
 		t.Fatalf("ack cancel: %v %s", err, got.State)
 	}
@@ -521,7 +504,7 @@ func TestReleaseDoesNotCountAttempt(t *testing.T) {
 	f := setup(t, 4)
 	f.insert(t, jobOpts{maxAttempts: 1})
 	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Release(f.ctx, leaseOf(j))
+	got, err := f.client.Release(f.ctx, testutil.LeaseOf(j))
 	if err != nil || got.State != queue.StatePending || got.CountedAttempts != 0 {
 		t.Fatalf("release: %v %+v", err, got)
 	}
@@ -543,7 +526,7 @@ func TestTimeoutCapsRenewals(t *testing.T) {
 	if got := j.LeaseUntil.Sub(*j.HeartbeatAt); got != 300*time.Millisecond {
 		t.Fatalf("first deadline %v after claim, want the 300ms timeout", got)
 	}
-	hb, err := f.client.Heartbeat(f.ctx, leaseOf(j))
+	hb, err := f.client.Heartbeat(f.ctx, testutil.LeaseOf(j))
 	if err != nil || !hb.LeaseUntil.Equal(*j.LeaseUntil) {
 		t.Fatalf("renewal past the timeout: %v %v", err, hb.LeaseUntil)
 	}
@@ -568,7 +551,7 @@ func TestHeartbeatIsHOTUpdate(t *testing.T) {
 	before := tupleStats(t, f)
 	const beats = 25
 	for range beats {
-		if _, err := f.client.Heartbeat(f.ctx, leaseOf(j)); err != nil {
+		if _, err := f.client.Heartbeat(f.ctx, testutil.LeaseOf(j)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -661,12 +644,12 @@ func TestCompleteManyFencesEachJob(t *testing.T) {
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("claim: %v %d", err, len(jobs))
 	}
-	stale := leaseOf(jobs[1])
+	stale := testutil.LeaseOf(jobs[1])
 	stale.Token-- // a token this job never had as current
 	errs, err := f.client.CompleteMany(f.ctx, []queue.Completion{
-		{Lease: leaseOf(jobs[0]), Result: json.RawMessage(`{"n":0}`)},
+		{Lease: testutil.LeaseOf(jobs[0]), Result: json.RawMessage(`{"n":0}`)},
 		{Lease: stale, Result: json.RawMessage(`{"n":1}`)},
-		{Lease: leaseOf(jobs[2])},
+		{Lease: testutil.LeaseOf(jobs[2])},
 		{Lease: queue.Lease{JobID: 999999, Token: 1}},
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -18,9 +19,9 @@ func TestEndLeasesOfRevokedWorker(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 8)
 	gone := f.insert(t, jobOpts{maxAttempts: 3})
-	l1 := leaseOf(f.claimOne(t, "w1", time.Hour))
+	l1 := testutil.LeaseOf(f.claimOne(t, "w1", time.Hour))
 	f.insert(t, jobOpts{})
-	l2 := leaseOf(f.claimOne(t, "w2", time.Hour))
+	l2 := testutil.LeaseOf(f.claimOne(t, "w2", time.Hour))
 
 	reaped := make(chan queue.Reaped, 4)
 	ctx, cancel := context.WithCancel(f.ctx)

@@ -3,25 +3,12 @@ package queue_test
 import (
 	"encoding/json"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
-
-// fakeClock is the scheduler's clock in tests.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock(at time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.set(at)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
-
-func (c *fakeClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
 
 func (f *fixture) schedule(t *testing.T, name, cron, tz string, now time.Time) queue.Schedule {
 	t.Helper()
@@ -57,18 +44,10 @@ func (f *fixture) scheduledJobs(t *testing.T, name string) []string {
 	return keys
 }
 
-func utc(s string) time.Time {
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		panic(err)
-	}
-	return t.UTC()
-}
-
 func TestScheduleCreateInvalid(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	now := utc("2026-12-01T00:00:00Z")
+	now := testutil.UTC("2026-12-01T00:00:00Z")
 	good := queue.NewJob{Kind: "report"}
 	f.schedule(t, "taken", "@daily", "", now)
 	for _, tc := range []struct {

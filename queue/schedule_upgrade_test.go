@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 )
 
@@ -26,9 +27,9 @@ func TestSchedulesMigrationUpgradesAndDowngrades(t *testing.T) {
 			t.Fatalf("job %d after the upgrade: %+v, %v", id, j, err)
 		}
 	}
-	now := utc("2026-12-01T00:00:00Z")
+	now := testutil.UTC("2026-12-01T00:00:00Z")
 	f.schedule(t, "s", "@hourly", "", now)
-	clock := newFakeClock(now.Add(time.Hour))
+	clock := testutil.NewClock(now.Add(time.Hour))
 	if _, err := maintenance.NewScheduler(f.pool, maintenance.SchedulerConfig{Now: clock.Now}).RunDue(f.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -107,10 +108,10 @@ func TestHotPathMigrationUpgradesHistory(t *testing.T) {
 	if err != nil || len(jobs) != 5 { // two pending jobs from before and the three new ones
 		t.Fatalf("claimed %d (%v), want 5", len(jobs), err)
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(jobs[0]), nil); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(jobs[0]), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Fail(f.ctx, leaseOf(jobs[1]), "again", false); err != nil {
+	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(jobs[1]), "again", false); err != nil {
 		t.Fatal(err)
 	}
 	assertCountsExact(t, f)

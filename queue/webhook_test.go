@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -51,7 +52,7 @@ func (f *fixture) killJob(t *testing.T) queue.Job {
 	t.Helper()
 	f.insert(t, jobOpts{maxAttempts: 3})
 	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Fail(f.ctx, leaseOf(j), "bad input", false)
+	got, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "bad input", false)
 	if err != nil || got.State != queue.StateDead {
 		t.Fatalf("failing for good: %v %v", got.State, err)
 	}
@@ -87,16 +88,16 @@ func TestWebhookEventsNotEnabledWriteNothing(t *testing.T) {
 		// dies; is retried by hand and cancelled.
 		f.insert(t, jobOpts{})
 		j := f.claimOne(t, "w", time.Minute)
-		if _, err := f.client.Complete(f.ctx, leaseOf(j), nil); err != nil {
+		if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(j), nil); err != nil {
 			t.Fatal(err)
 		}
 		f.insert(t, jobOpts{maxAttempts: 5})
 		j = f.claimOne(t, "w", time.Minute)
-		if _, err := f.client.Fail(f.ctx, leaseOf(j), "flaky", true); err != nil {
+		if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "flaky", true); err != nil {
 			t.Fatal(err)
 		}
 		j = claimWhenDue(t, f, "w")
-		if _, err := f.client.Release(f.ctx, leaseOf(j)); err != nil {
+		if _, err := f.client.Release(f.ctx, testutil.LeaseOf(j)); err != nil {
 			t.Fatal(err)
 		}
 		j = f.claimOne(t, "w", 100*time.Millisecond)

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -43,7 +44,7 @@ func TestWebhookMigrationUpgradesAndDowngrades(t *testing.T) {
 	if err := f.client.ConfigureWebhooks(f.ctx, []string{queue.WebhookJobSucceeded}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Complete(f.ctx, leaseOf(running), nil); err != nil {
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(running), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.outbox(t); got["job.succeeded"] != 1 || len(got) != 1 {
