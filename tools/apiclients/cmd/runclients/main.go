@@ -2,7 +2,7 @@
 // against a real Leasehold server, so that a client that compiles but
 // sends or reads the wrong thing fails `make check-clients`.
 //
-// It builds ./cmd/server of the main module into bin/ and starts it in a
+// It builds ./cmd/server of the main module (into bin/) and starts it in a
 // temporary directory, on a database of its own: a fresh database on
 // $TEST_DATABASE_URL's server when that is set (dropped afterwards),
 // otherwise the server's private cluster in that directory's
@@ -31,18 +31,21 @@ import (
 func main() {
 	root := flag.String("root", "../..", "the main module's directory (where ./cmd/server is)")
 	tsMain := flag.String("ts", "ts/gen/js/run.js", "the compiled TypeScript consumer, run with node")
+	bin := flag.String("bin", "bin/server", "where to build the server; kept between runs, so that go build relinks only when its sources changed")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *root, *tsMain); err != nil {
+	if err := run(ctx, *root, *bin, *tsMain); err != nil {
 		fmt.Fprintln(os.Stderr, "runclients:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, root, tsMain string) (err error) {
-	tsMain, err = filepath.Abs(tsMain)
-	if err != nil {
+func run(ctx context.Context, root, bin, tsMain string) (err error) {
+	if bin, err = filepath.Abs(bin); err != nil {
+		return err
+	}
+	if tsMain, err = filepath.Abs(tsMain); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "leasehold-clients-")
@@ -57,14 +60,10 @@ func run(ctx context.Context, root, tsMain string) (err error) {
 		return err
 	}
 
-	// The binary stays in bin/ between runs: go build then relinks only
-	// when the server's sources changed (0.4 s warm against 2.4 s into a
-	// fresh directory).
+	// The binary stays where it is between runs: go build then relinks
+	// only when the server's sources changed (0.4 s warm against 2.4 s
+	// into a fresh directory).
 	start := time.Now()
-	bin, err := filepath.Abs(filepath.Join("bin", "server"))
-	if err != nil {
-		return err
-	}
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/server")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
