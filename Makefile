@@ -81,8 +81,12 @@ lint-openapi:
 # ogen and oapi-codegen (tools/apiclients, its own module, so that they
 # stay out of go.mod), openapi-typescript with openapi-fetch under tsc
 # (exact versions in tools/apiclients/ts/package-lock.json, from the npm
-# registry). Generated code goes to the gitignored gen/ folders; npm's
-# cache stays in the user's cache directory.
+# registry). Then those calls run against a real server built from
+# ./cmd/server (tools/apiclients/cmd/runclients: a fresh database on
+# TEST_DATABASE_URL's server, or a private cluster in a temporary
+# directory), so that a client that compiles but sends or reads the wrong
+# thing fails too. Generated code goes to the gitignored gen/ folders;
+# npm's cache stays in the user's cache directory.
 check-clients: export GOWORK = off
 check-clients: export npm_config_cache = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/npm
 check-clients:
@@ -95,7 +99,8 @@ check-clients:
 	  npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.installed-lock; \
 	fi && \
 	npx --no-install openapi-typescript ../../../web/openapi.json -o gen/api.d.ts --silent && \
-	npx --no-install tsc --noEmit -p . && echo "openapi-typescript client: the README's calls type-check"
+	rm -rf gen/js && npx --no-install tsc -p . && echo "openapi-typescript client: the README's calls type-check"
+	@cd tools/apiclients && $(GO) run ./cmd/runclients -root ../.. -ts ts/gen/js/run.js
 
 generate:
 	$(GO) tool sqlc generate

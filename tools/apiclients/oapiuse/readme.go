@@ -2,7 +2,7 @@
 // oapi-codegen generates from web/openapi.json with its default options.
 // It exists to be compiled (a free-form object generated as an empty
 // struct, or a cap that cannot be cleared with null, does not compile) and
-// run against a real server (../live_test.go).
+// run against a real server (../cmd/runclients).
 package oapiuse
 
 import (

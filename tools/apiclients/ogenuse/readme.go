@@ -2,7 +2,7 @@
 // generates from web/openapi.json with its default options. It exists to
 // be compiled (a free-form object generated as an empty struct, or a field
 // that cannot be sent as null, does not compile) and run against a real
-// server (../live_test.go).
+// server (../cmd/runclients).
 package ogenuse
 
 import (
@@ -70,8 +70,12 @@ func Run(ctx context.Context, serverURL, adminToken, workerToken string, hc *htt
 	// Cap the queue, then clear the cap with null.
 	var capped ogenclient.QueuePatch
 	capped.MaxRunning.SetTo(3)
-	if _, err := c.QueuePatch(ctx, &capped, ogenclient.QueuePatchParams{Name: queue}); err != nil {
+	cappedRes, err := c.QueuePatch(ctx, &capped, ogenclient.QueuePatchParams{Name: queue})
+	if err != nil {
 		return fmt.Errorf("capping: %w", err)
+	}
+	if q, ok := cappedRes.(*ogenclient.Queue); !ok || q.MaxRunning.Null || q.MaxRunning.Value != 3 {
+		return fmt.Errorf("capping: answered %T %+v, want max_running 3", cappedRes, cappedRes)
 	}
 	var uncapped ogenclient.QueuePatch
 	uncapped.MaxRunning.SetToNull()
