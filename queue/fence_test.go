@@ -221,7 +221,8 @@ func TestCompleteChecksTheResult(t *testing.T) {
 
 // A completion retried after its answer was lost succeeds again (the job,
 // unchanged) instead of reading as a stale write on a job that succeeded;
-// a different lease completing it is still refused.
+// the same lease with a different result is a conflict, and a different
+// lease completing it is still refused.
 func TestRepeatedCompletionIsIdempotent(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
@@ -231,9 +232,17 @@ func TestRepeatedCompletionIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.client.Complete(f.ctx, l, json.RawMessage(`{"n":2}`))
+	again, err := f.client.Complete(f.ctx, l, json.RawMessage(`{ "n": 1 }`))
 	if err != nil || again.State != queue.StateSucceeded || string(again.Result) != string(first.Result) {
 		t.Fatalf("repeat completion: %v, job %s result %s; want the first result back", err, again.State, again.Result)
+	}
+	// The same lease with another result is not a repeat: the first
+	// result stands and the caller hears so.
+	if _, err := f.client.Complete(f.ctx, l, json.RawMessage(`{"n":2}`)); !errors.Is(err, queue.ErrResultConflict) {
+		t.Fatalf("completing again with another result: %v, want ErrResultConflict", err)
+	}
+	if j, _ := f.client.Get(f.ctx, l.JobID); string(j.Result) != string(first.Result) {
+		t.Fatalf("after the conflicting completion the result is %s, want %s", j.Result, first.Result)
 	}
 	other := queue.Lease{JobID: l.JobID, Token: l.Token, WorkerID: "w2"}
 	if _, err := f.client.Complete(f.ctx, other, nil); !errors.Is(err, queue.ErrLeaseLost) {

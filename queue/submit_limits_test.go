@@ -25,10 +25,10 @@ func TestAppAndDeviceLimitsForEveryKind(t *testing.T) {
 	}{
 		{"App255", payload("app", strings.Repeat("a", 255)), ""},
 		{"App255MultiByte", payload("app", strings.Repeat("é", 255)), ""},
-		{"App256", payload("app", strings.Repeat("a", 256)), "app"},
-		{"App2800", payload("app", strings.Repeat("x", 2800)), "app"},
+		{"App256", payload("app", strings.Repeat("a", 256)), "payload.app"},
+		{"App2800", payload("app", strings.Repeat("x", 2800)), "payload.app"},
 		{"Device64", payload("device", strings.Repeat("d", 64)), ""},
-		{"Device65", payload("device", strings.Repeat("d", 65)), "device"},
+		{"Device65", payload("device", strings.Repeat("d", 65)), "payload.device"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := f.client.Insert(f.ctx, queue.NewJob{Kind: "x", Payload: tc.payload})
