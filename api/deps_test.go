@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// The wire types and the webhook signature are leaves: a receiver or a
+// The wire types, the webhook signature and the cron parser are leaves: a receiver or a
 // generated client imports them without the server's dependencies (pgx,
 // migrations) or any other package of ours.
 func TestLeavesImportOnlyTheStandardLibrary(t *testing.T) {
 	const module = "github.com/leasehold/leasehold/"
-	leaves := []string{module + "api", module + "webhooksig"}
+	leaves := []string{module + "api", module + "webhooksig", module + "cron"}
 	for _, leaf := range leaves {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", leaf).CombinedOutput()
 		if err != nil {
