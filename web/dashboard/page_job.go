@@ -117,7 +117,7 @@ func (h *Handler) jobProblem(c echo.Context, status int, title, message string) 
 // (and takes the queue), or every one that is holds back. "" when some
 // phone could take it.
 func (h *Handler) deviceWaiting(ctx context.Context, device, queueName string) (string, error) {
-	a, err := h.queue.DeviceAvailability(ctx, device, queueName, h.presence.Online)
+	a, err := h.queue.DeviceAvailability(ctx, device, queueName, queue.OnlineWindow)
 	switch {
 	case err != nil:
 		return "", err
