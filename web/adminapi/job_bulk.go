@@ -1,7 +1,10 @@
 package adminapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,6 +15,37 @@ import (
 
 // maxBulkIDs bounds the ids of a bulk retry or cancel.
 const maxBulkIDs = 10_000
+
+// jobAction does act (retry or cancel) to the job of the path and answers
+// it; 409 with refusal when the job's state does not allow act.
+func (h *Handler) jobAction(c echo.Context, act func(context.Context, int64, string) (queue.Job, error), refusal string) error {
+	id, err := httpx.JobID(c)
+	if err != nil {
+		return err
+	}
+	job, err := act(c.Request().Context(), id, httpx.Actor(c))
+	if errors.Is(err, queue.ErrWrongState) {
+		return &httpx.Error{Status: http.StatusConflict, Message: fmt.Sprintf("job %d is %s; %s", id, job.State, refusal)}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, job.API())
+}
+
+// bulkAction does act (retry or cancel) to the jobs the body's selector
+// picks and answers those it changed.
+func (h *Handler) bulkAction(c echo.Context, act func(context.Context, queue.Selection, string) ([]queue.Job, error)) error {
+	sel, err := decodeSelector(c)
+	if err != nil {
+		return err
+	}
+	jobs, err := act(c.Request().Context(), sel, httpx.Actor(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newBulkBody(jobs))
+}
 
 // newBulkBody answers a bulk retry or cancel with the jobs it changed: a
 // bulk action never answers 409.
