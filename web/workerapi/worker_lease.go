@@ -1,6 +1,7 @@
 package workerapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -93,28 +94,21 @@ func (h *Handler) Fail(c echo.Context) error {
 
 // Release gives the job back without counting the attempt: the
 // worker is shutting down.
-func (h *Handler) Release(c echo.Context) error {
-	var req api.LeaseRequest
-	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
-	if err != nil {
-		return err
-	}
-	job, err := h.queue.Release(c.Request().Context(), l)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, job.API())
-}
+func (h *Handler) Release(c echo.Context) error { return h.endLease(c, h.queue.Release) }
 
 // Cancelled acknowledges a cancel request: the worker stopped the
 // job, which ends cancelled.
-func (h *Handler) Cancelled(c echo.Context) error {
+func (h *Handler) Cancelled(c echo.Context) error { return h.endLease(c, h.queue.AckCancel) }
+
+// endLease ends the lease that a body of only its token names with end,
+// and answers the job.
+func (h *Handler) endLease(c echo.Context, end func(context.Context, queue.Lease) (queue.Job, error)) error {
 	var req api.LeaseRequest
 	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
 	if err != nil {
 		return err
 	}
-	job, err := h.queue.AckCancel(c.Request().Context(), l)
+	job, err := end(c.Request().Context(), l)
 	if err != nil {
 		return err
 	}
