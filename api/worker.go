@@ -61,8 +61,11 @@ type ClaimRequest struct {
 	WorkerID string   `json:"worker_id,omitempty"`
 	Queues   []string `json:"queues"`
 	Devices  []string `json:"devices"`
-	Limit    int      `json:"limit"`
-	LeaseMs  int64    `json:"lease_ms"`
+	// Limit is how many jobs to take at most; nil (absent or null): 1.
+	// LeaseMs is each lease's length; nil: the server's default. A value
+	// sent is checked as it is, so 0 is refused.
+	Limit   *int   `json:"limit,omitempty"`
+	LeaseMs *int64 `json:"lease_ms,omitempty"`
 	// WaitMs makes an empty claim wait up to this long for a new job
 	// (long polling), so a worker behind a home router gets work at once
 	// without hammering the server.

@@ -66,6 +66,14 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 	return jobs, nil
 }
 
+// Why a retry or a cancel leaves a job alone (ErrWrongState, or a job a
+// selection picked and the action skipped), as people and clients are
+// told.
+const (
+	RetryRefusal  = "only dead or cancelled jobs can be retried"
+	CancelRefusal = "only pending or running jobs can be cancelled"
+)
+
 // CancelOne cancels one job: ErrWrongState unless pending or running.
 func (c *Client) CancelOne(ctx context.Context, id int64, actor string) (Job, error) {
 	return c.one(ctx, id, actor, c.Cancel)

@@ -131,6 +131,26 @@ type WorkerStatus struct {
 	LastJobID int64
 }
 
+// How far back a list of workers (the workers page, GET /api/v1/workers)
+// looks, and the window of each worker's outcome counts
+// (WorkerStatus.Succeeded and Failed; the API's succeeded_24h).
+const (
+	WorkerListWindow    = 24 * time.Hour
+	WorkerOutcomeWindow = 24 * time.Hour
+)
+
+// Health says whether w claims, and why not: it is offline, or it said
+// so with its last presence.
+func (w WorkerStatus) Health() (claiming bool, reason string) {
+	switch {
+	case !w.Online:
+		return false, "offline"
+	case !w.Claiming:
+		return false, derefOr(w.NotClaiming)
+	}
+	return true, ""
+}
+
 // WorkerStatuses lists the workers seen within the last window, each with
 // the running jobs it holds and whether it was seen within online. Both
 // reads see one snapshot, so a job is never shown on no worker or on two.

@@ -1,8 +1,9 @@
-// Package web is Leasehold's HTTP interface: the JSON API for jobs, stats,
-// health probes and Prometheus metrics, and the dashboard's pages (package
-// dashboard), all registered in routes.go with the middleware of package
-// httpx. Handlers translate between HTTP and the queue package, which
-// alone changes job state.
+// Package web is Leasehold's HTTP server: health probes, Prometheus
+// metrics and the OpenAPI description here; the admin API (package
+// adminapi), the worker API (package workerapi) and the dashboard's pages
+// (package dashboard), all registered in routes.go with the middleware of
+// package httpx. Handlers translate between HTTP and the queue package,
+// which alone changes job state.
 package web
 
 import (
@@ -19,8 +20,10 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/adminapi"
 	"github.com/leasehold/leasehold/web/dashboard"
 	"github.com/leasehold/leasehold/web/httpx"
+	"github.com/leasehold/leasehold/web/workerapi"
 )
 
 // Config is what the HTTP server needs.
@@ -68,11 +71,11 @@ type server struct {
 	logger       *slog.Logger
 	artifactsDir string
 	metrics      *Metrics
-	jobs         *queue.JobNotifier
-	claims       *queue.ClaimGate
 	auth         *auth.Service
 	artifacts    *artifact.Store
-	// dashboard serves the pages.
+	// The handlers of each audience: scripts, remote workers, people.
+	admin     *adminapi.Handler
+	worker    *workerapi.Handler
 	dashboard *dashboard.Handler
 	// readTimeout and uploadReadTimeout bound how long a body may take.
 	readTimeout, uploadReadTimeout time.Duration
@@ -98,7 +101,6 @@ func New(cfg Config) *echo.Echo {
 		logger:       cmp.Or(cfg.Logger, slog.Default()),
 		artifactsDir: cfg.ArtifactsDir,
 		metrics:      cfg.Metrics,
-		jobs:         cfg.Jobs,
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
 		versionCheck: make(chan struct{}, 1),
@@ -106,21 +108,14 @@ func New(cfg Config) *echo.Echo {
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
 	}
-	if s.jobs != nil {
-		// A few woken long polls claim at a time (queue.ClaimGate).
-		s.claims = queue.NewClaimGate(s.jobs, 4)
-	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
+	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Logger: s.logger})
+	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs})
 	s.dashboard = dashboard.New(dashboard.Config{
 		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
 		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive,
-		// The API's rules: a page and the API agree about every worker.
-		Presence: dashboard.Presence{
-			Recent: workerWindow, Listed: workersPageWindow, Online: workerOnlineWindow,
-			Outcomes: workerOutcomes, Health: workerHealth,
-		},
 	})
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -85,8 +85,11 @@ func (r *Remote) Whoami(ctx context.Context) (string, error) {
 func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	var out api.ClaimResponse
 	body := api.ClaimRequest{
-		Queues: p.Queues, Devices: orEmpty(p.Devices), Limit: p.Limit,
-		LeaseMs: p.Lease.Milliseconds(), WaitMs: r.ClaimWait.Milliseconds(),
+		Queues: p.Queues, Devices: orEmpty(p.Devices), Limit: &p.Limit, WaitMs: r.ClaimWait.Milliseconds(),
+	}
+	if p.Lease != 0 { // 0 is queue's default lease: left out, the server's
+		ms := p.Lease.Milliseconds()
+		body.LeaseMs = &ms
 	}
 	// Bounded: on a network that went silent (no reset) the answer may
 	// never come, and the worker must claim again once it is back.

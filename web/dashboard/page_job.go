@@ -31,13 +31,13 @@ func (h *Handler) JobPage(c echo.Context) error {
 // pending with a fresh budget; then back to the job's page (Post/Redirect/
 // Get), where the retry shows on the timeline.
 func (h *Handler) RetryJob(c echo.Context) error {
-	return h.jobPageAction(c, h.queue.RetryOne, "only dead or cancelled jobs can be retried")
+	return h.jobPageAction(c, h.queue.RetryOne, queue.RetryRefusal)
 }
 
 // CancelJob is the Cancel button: a pending job is cancelled at once,
 // a running one is asked to stop at its next heartbeat.
 func (h *Handler) CancelJob(c echo.Context) error {
-	return h.jobPageAction(c, h.queue.CancelOne, "only pending or running jobs can be cancelled")
+	return h.jobPageAction(c, h.queue.CancelOne, queue.CancelRefusal)
 }
 
 func (h *Handler) jobPageAction(c echo.Context, act func(context.Context, int64, string) (queue.Job, error), refusal string) error {
@@ -117,7 +117,7 @@ func (h *Handler) jobProblem(c echo.Context, status int, title, message string) 
 // (and takes the queue), or every one that is holds back. "" when some
 // phone could take it.
 func (h *Handler) deviceWaiting(ctx context.Context, device, queueName string) (string, error) {
-	a, err := h.queue.DeviceAvailability(ctx, device, queueName, h.presence.Online)
+	a, err := h.queue.DeviceAvailability(ctx, device, queueName, queue.OnlineWindow)
 	switch {
 	case err != nil:
 		return "", err

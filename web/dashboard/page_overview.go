@@ -29,7 +29,7 @@ func (h *Handler) OverviewPage(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	workers, err := h.queue.Workers(ctx, h.presence.Recent)
+	workers, err := h.queue.Workers(ctx, queue.OnlineWindow)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}

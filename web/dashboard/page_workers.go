@@ -20,7 +20,7 @@ import (
 func (h *Handler) WorkersPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	live := h.liveURL(0) // before reading: what changes after the read is replayed
-	workers, err := h.queue.WorkerStatuses(ctx, h.presence.Listed, h.presence.Online, h.presence.Outcomes)
+	workers, err := h.queue.WorkerStatuses(ctx, queue.WorkerListWindow, queue.OnlineWindow, queue.WorkerOutcomeWindow)
 	if err != nil {
 		return fmt.Errorf("workers page: %w", err)
 	}
@@ -37,7 +37,7 @@ func (h *Handler) WorkersPage(c echo.Context) error {
 	}
 	v := templates.WorkersView{Rows: make([]templates.WorkersRow, len(workers)), Window: "24 hours", WorkerCommand: listWorkerCommand(c)}
 	for i, w := range workers {
-		claiming, reason := h.presence.Health(w)
+		claiming, reason := w.Health()
 		r := templates.WorkersRow{
 			ID: w.ID, Device: listDeref(w.Device), Queues: w.Queues, Online: w.Online,
 			LastSeen: w.LastSeen, Started: w.StartedAt, Running: w.Running,

@@ -111,22 +111,22 @@ func listFlashNotices(c echo.Context) []templates.ListNotice {
 	switch verb {
 	case "retried":
 		if n == 0 {
-			return []templates.ListNotice{{Kind: "error", Text: "No job was retried: only dead or cancelled jobs can be retried."}}
+			return []templates.ListNotice{{Kind: "error", Text: "No job was retried: " + queue.RetryRefusal + "."}}
 		}
 		text = fmt.Sprintf("%s retried.", listPlural(n, "job"))
 		if skipped > 0 {
-			text += fmt.Sprintf(" %s skipped: only dead or cancelled jobs can be retried.", listPlural(skipped, "job"))
+			text += fmt.Sprintf(" %s skipped: %s.", listPlural(skipped, "job"), queue.RetryRefusal)
 		}
 	case "cancelled":
 		if n == 0 {
-			return []templates.ListNotice{{Kind: "error", Text: "No job was cancelled: only pending or running jobs can be cancelled."}}
+			return []templates.ListNotice{{Kind: "error", Text: "No job was cancelled: " + queue.CancelRefusal + "."}}
 		}
 		text = fmt.Sprintf("%s cancelled.", listPlural(n, "job"))
 		if stopping > 0 {
 			text += fmt.Sprintf(" %s still running will stop at the next heartbeat.", listPlural(stopping, "job"))
 		}
 		if skipped > 0 {
-			text += fmt.Sprintf(" %s skipped: only pending or running jobs can be cancelled.", listPlural(skipped, "job"))
+			text += fmt.Sprintf(" %s skipped: %s.", listPlural(skipped, "job"), queue.CancelRefusal)
 		}
 	default:
 		return nil

@@ -20,6 +20,16 @@ import (
 
 const jsonSpace = " \t\r\n"
 
+// Body limits of the JSON requests both APIs take (for ReadBody). A
+// single job, or a result, may carry queue.MaxPayloadBytes; JobBodyLimit
+// leaves room for its other fields, so the payload check, not this one,
+// answers a payload just over its limit. ActionBodyLimit bounds the
+// smaller bodies: a bulk selector, a claim, a lease write.
+const (
+	JobBodyLimit    = 1<<20 + 64<<10
+	ActionBodyLimit = 1 << 20
+)
+
 // ReadBody reads a JSON request body of at most limit bytes. Beyond the
 // limit it stops reading and answers 413, so an endless body costs at
 // most limit bytes of memory. A body must say it is JSON: without
@@ -179,8 +189,8 @@ func CheckText(field, s string) error {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// JobID reads the :id path parameter: a job's id, a positive 64-bit
-// integer.
+// JobID reads the :id path parameter: a job's (or an artifact's) id, a
+// positive 64-bit integer.
 func JobID(c echo.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if errors.Is(err, strconv.ErrRange) {

@@ -36,6 +36,10 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
+// ErrNoArtifactStorage answers the artifact routes of a server configured
+// without storage.
+var ErrNoArtifactStorage = &Error{Status: http.StatusServiceUnavailable, Message: "artifact storage is not configured"}
+
 // BadRequest is a 400 about field ("" for the request as a whole).
 func BadRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}

@@ -1,4 +1,4 @@
-package web
+package workerapi
 
 import (
 	"errors"
@@ -13,17 +13,18 @@ import (
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // leaseTokenHeader carries the lease token of an upload whose parts the
-// worker cannot order (see workerArtifactUpload).
+// worker cannot order (see UploadArtifact).
 const leaseTokenHeader = api.LeaseTokenHeader
 
 // multipartOverhead is what an upload may carry besides the file: part
 // headers, boundaries and the lease_token field.
 const multipartOverhead = 64 << 10
 
-// workerArtifactUpload stores a screenshot or text file of the attempt
+// UploadArtifact stores a screenshot or text file of the attempt
 // that the lease token names: 201 with the artifact, 409 "lease lost" when
 // the token is not current, 413 too large, 415 not an acceptable image
 // or text, 400 for a malformed body.
@@ -33,19 +34,19 @@ const multipartOverhead = 64 << 10
 // the lease. So the field lease_token must come BEFORE the part file (the
 // order of the form's fields), or be sent in the X-Lease-Token header, in
 // which case the file part may come first. Other parts are skipped.
-func (s *server) workerArtifactUpload(c echo.Context) error {
-	if s.artifacts == nil {
-		return errNoArtifactStorage
+func (h *Handler) UploadArtifact(c echo.Context) error {
+	if h.artifacts == nil {
+		return httpx.ErrNoArtifactStorage
 	}
-	id, err := jobID(c)
+	id, err := httpx.JobID(c)
 	if err != nil {
 		return err
 	}
 	req := c.Request()
-	req.Body = http.MaxBytesReader(c.Response(), req.Body, s.artifacts.Limits().MaxBytes()+multipartOverhead)
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, h.artifacts.Limits().MaxBytes()+multipartOverhead)
 	mr, err := req.MultipartReader()
 	if err != nil {
-		return badRequest("", "the body must be multipart/form-data with the fields lease_token and file: %v", err)
+		return httpx.BadRequest("", "the body must be multipart/form-data with the fields lease_token and file: %v", err)
 	}
 	l := queue.Lease{JobID: id, WorkerID: workerName(c)}
 	haveToken := false
@@ -58,7 +59,7 @@ func (s *server) workerArtifactUpload(c echo.Context) error {
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
-			return badRequest("file", "is required: a part named file holding the artifact")
+			return httpx.BadRequest("file", "is required: a part named file holding the artifact")
 		}
 		if err != nil {
 			return uploadReadError(err)
@@ -74,14 +75,14 @@ func (s *server) workerArtifactUpload(c echo.Context) error {
 				return err
 			}
 			if haveToken && tok != l.Token {
-				return badRequest("lease_token", "differs from the %s header", leaseTokenHeader)
+				return httpx.BadRequest("lease_token", "differs from the %s header", leaseTokenHeader)
 			}
 			l.Token, haveToken = tok, true
 		case api.ArtifactFileField:
 			if !haveToken {
-				return badRequest("lease_token", "must come before the file part, or be sent in the %s header", leaseTokenHeader)
+				return httpx.BadRequest("lease_token", "must come before the file part, or be sent in the %s header", leaseTokenHeader)
 			}
-			return s.storeUpload(c, l, part)
+			return h.storeUpload(c, l, part)
 		default:
 			if _, err := io.Copy(io.Discard, part); err != nil {
 				return uploadReadError(err)
@@ -91,18 +92,18 @@ func (s *server) workerArtifactUpload(c echo.Context) error {
 }
 
 // storeUpload streams the file part into storage and answers.
-func (s *server) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part) error {
+func (h *Handler) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part) error {
 	body := &readTracker{r: part}
-	a, err := s.artifacts.Put(c.Request().Context(), l, part.FileName(), body)
+	a, err := h.artifacts.Put(c.Request().Context(), l, part.FileName(), body)
 	var rejected *artifact.RejectedError
 	switch {
 	case body.err != nil:
 		// The body broke off or was malformed: the client's doing.
 		return uploadReadError(body.err)
 	case errors.As(err, &rejected):
-		return &apiError{Status: http.StatusUnsupportedMediaType, Field: "file", Message: rejected.Reason}
+		return &httpx.Error{Status: http.StatusUnsupportedMediaType, Field: "file", Message: rejected.Reason}
 	case errors.Is(err, artifact.ErrTooLarge):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Field: "file", Message: err.Error()}
+		return &httpx.Error{Status: http.StatusRequestEntityTooLarge, Field: "file", Message: err.Error()}
 	case err != nil:
 		// queue.ErrLeaseLost is 409 "lease lost" (the queue has recorded
 		// the refusal on the job), queue.ErrNotFound 404.
@@ -115,11 +116,11 @@ func (s *server) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part
 func parseLeaseToken(v string) (int64, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return 0, badRequest("lease_token", "is required")
+		return 0, httpx.BadRequest("lease_token", "is required")
 	}
 	tok, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, badRequest("lease_token", "must be an integer")
+		return 0, httpx.BadRequest("lease_token", "must be an integer")
 	}
 	return tok, nil
 }
@@ -132,7 +133,7 @@ func uploadReadError(err error) error {
 	if errors.As(err, &tooLarge) {
 		return err
 	}
-	return badRequest("", "malformed multipart body: %v", err)
+	return httpx.BadRequest("", "malformed multipart body: %v", err)
 }
 
 // readTracker remembers the error of the reader it wraps, so that a body

@@ -1,6 +1,7 @@
-package web
+package workerapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // The writes of a lease holder. Each carries the lease token of the
@@ -21,40 +23,42 @@ const maxMessageBytes = api.MaxMessageBytes
 // decodeLease reads a lease write's body into v (which embeds
 // api.LeaseRequest) and returns the lease it names.
 func decodeLease(c echo.Context, limit int64, v interface{ Token() *int64 }) (queue.Lease, error) {
-	id, err := jobID(c)
+	id, err := httpx.JobID(c)
 	if err != nil {
 		return queue.Lease{}, err
 	}
-	body, err := readBody(c, limit)
+	body, err := httpx.ReadBody(c, limit)
 	if err != nil {
 		return queue.Lease{}, err
 	}
-	if err := decodeObject(body, v, ""); err != nil {
+	if err := httpx.DecodeObject(body, v, ""); err != nil {
 		return queue.Lease{}, err
 	}
 	tok := v.Token()
 	if tok == nil {
-		return queue.Lease{}, badRequest("lease_token", "is required")
+		return queue.Lease{}, httpx.BadRequest("lease_token", "is required")
 	}
 	return queue.Lease{JobID: id, Token: *tok, WorkerID: workerName(c)}, nil
 }
 
-func (s *server) workerHeartbeat(c echo.Context) error {
+// Heartbeat extends the lease, and says whether a cancel was requested.
+func (h *Handler) Heartbeat(c echo.Context) error {
 	var req api.LeaseRequest
-	l, err := decodeLease(c, actionBodyLimit, &req)
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
 	if err != nil {
 		return err
 	}
-	res, err := s.queue.Heartbeat(c.Request().Context(), l)
+	res, err := h.queue.Heartbeat(c.Request().Context(), l)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, res.API())
 }
 
-func (s *server) workerComplete(c echo.Context) error {
+// Complete records the job's success with its result.
+func (h *Handler) Complete(c echo.Context) error {
 	var req api.CompleteRequest
-	l, err := decodeLease(c, jobBodyLimit, &req)
+	l, err := decodeLease(c, httpx.JobBodyLimit, &req)
 	if err != nil {
 		return err
 	}
@@ -63,87 +67,82 @@ func (s *server) workerComplete(c echo.Context) error {
 	if err := queue.CheckResult(req.Result); err != nil {
 		return err
 	}
-	job, err := s.queue.Complete(c.Request().Context(), l, req.Result)
+	job, err := h.queue.Complete(c.Request().Context(), l, req.Result)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, job.API())
 }
 
-func (s *server) workerFail(c echo.Context) error {
+// Fail ends the attempt: the job is retried or dead, as queue decides.
+func (h *Handler) Fail(c echo.Context) error {
 	var req api.FailRequest
-	l, err := decodeLease(c, actionBodyLimit, &req)
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
 	if err != nil {
 		return err
 	}
 	if len(req.Error) > maxMessageBytes {
-		return badRequest("error", "must be at most %d bytes", maxMessageBytes)
+		return httpx.BadRequest("error", "must be at most %d bytes", maxMessageBytes)
 	}
 	retryable := req.Retryable == nil || *req.Retryable
-	job, err := s.queue.Fail(c.Request().Context(), l, req.Error, retryable)
+	job, err := h.queue.Fail(c.Request().Context(), l, req.Error, retryable)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, job.API())
 }
 
-// workerRelease gives the job back without counting the attempt: the
+// Release gives the job back without counting the attempt: the
 // worker is shutting down.
-func (s *server) workerRelease(c echo.Context) error {
-	var req api.LeaseRequest
-	l, err := decodeLease(c, actionBodyLimit, &req)
-	if err != nil {
-		return err
-	}
-	job, err := s.queue.Release(c.Request().Context(), l)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, job.API())
-}
+func (h *Handler) Release(c echo.Context) error { return h.endLease(c, h.queue.Release) }
 
-// workerCancelled acknowledges a cancel request: the worker stopped the
+// Cancelled acknowledges a cancel request: the worker stopped the
 // job, which ends cancelled.
-func (s *server) workerCancelled(c echo.Context) error {
+func (h *Handler) Cancelled(c echo.Context) error { return h.endLease(c, h.queue.AckCancel) }
+
+// endLease ends the lease that a body of only its token names with end,
+// and answers the job.
+func (h *Handler) endLease(c echo.Context, end func(context.Context, queue.Lease) (queue.Job, error)) error {
 	var req api.LeaseRequest
-	l, err := decodeLease(c, actionBodyLimit, &req)
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
 	if err != nil {
 		return err
 	}
-	job, err := s.queue.AckCancel(c.Request().Context(), l)
+	job, err := end(c.Request().Context(), l)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, job.API())
 }
 
-func (s *server) workerProgress(c echo.Context) error {
+// Progress records how far the attempt is, and what it says.
+func (h *Handler) Progress(c echo.Context) error {
 	var req api.ProgressRequest
-	l, err := decodeLease(c, actionBodyLimit, &req)
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
 	if err != nil {
 		return err
 	}
 	if len(req.Message) > maxMessageBytes {
-		return badRequest("message", "must be at most %d bytes", maxMessageBytes)
+		return httpx.BadRequest("message", "must be at most %d bytes", maxMessageBytes)
 	}
-	if err := s.queue.Progress(c.Request().Context(), l, req.Progress, req.Message); err != nil {
+	if err := h.queue.Progress(c.Request().Context(), l, req.Progress, req.Message); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-// workerEffect is the side-effect ledger: "start" says whether to perform
+// Effect is the side-effect ledger: "start" says whether to perform
 // the effect (and gives its idempotency key), "finish" records it done.
-func (s *server) workerEffect(c echo.Context) error {
+func (h *Handler) Effect(c echo.Context) error {
 	var req api.EffectRequest
-	l, err := decodeLease(c, jobBodyLimit, &req)
+	l, err := decodeLease(c, httpx.JobBodyLimit, &req)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	switch req.Action {
 	case api.EffectStart:
-		start, err := s.queue.StartEffect(ctx, l, req.Key)
+		start, err := h.queue.StartEffect(ctx, l, req.Key)
 		if err != nil {
 			return err
 		}
@@ -152,27 +151,27 @@ func (s *server) workerEffect(c echo.Context) error {
 		if err := queue.CheckResult(req.Result); err != nil {
 			return err
 		}
-		if err := s.queue.FinishEffect(ctx, l, req.Key, req.Result); err != nil {
+		if err := h.queue.FinishEffect(ctx, l, req.Key, req.Result); err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, struct{}{})
 	default:
-		return badRequest("action", `must be "start" or "finish"`)
+		return httpx.BadRequest("action", `must be "start" or "finish"`)
 	}
 }
 
 // maxInfoAge bounds how old device info a worker may send.
 const maxInfoAge = 365 * 24 * time.Hour
 
-// workerPresence records that the calling worker is alive, for /workers
+// Presence records that the calling worker is alive, for /workers
 // and the stats.
-func (s *server) workerPresence(c echo.Context) error {
-	body, err := readBody(c, actionBodyLimit)
+func (h *Handler) Presence(c echo.Context) error {
+	body, err := httpx.ReadBody(c, httpx.ActionBodyLimit)
 	if err != nil {
 		return err
 	}
 	var req api.PresenceRequest
-	if err := decodeObject(body, &req, ""); err != nil {
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
 		return err
 	}
 	if len(req.Queues) == 0 {
@@ -183,17 +182,17 @@ func (s *server) workerPresence(c echo.Context) error {
 		return err
 	}
 	if req.InfoAgeMs != nil && (*req.InfoAgeMs < 0 || *req.InfoAgeMs > maxInfoAge.Milliseconds()) {
-		return badRequest("info_age_ms", "must be between 0 and %d", maxInfoAge.Milliseconds())
+		return httpx.BadRequest("info_age_ms", "must be between 0 and %d", maxInfoAge.Milliseconds())
 	}
 	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: queue.DeviceReportFromAPI(req)}
-	if err := s.queue.WorkerSeen(c.Request().Context(), presence); err != nil {
+	if err := h.queue.WorkerSeen(c.Request().Context(), presence); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-// workerWhoami tells a remote worker its identity (its token's name) and
+// Whoami tells a remote worker its identity (its token's name) and
 // lets it check its token before it starts.
-func (s *server) workerWhoami(c echo.Context) error {
+func (h *Handler) Whoami(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.WhoamiResponse{WorkerID: workerName(c)})
 }

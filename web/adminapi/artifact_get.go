@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"errors"
@@ -11,48 +11,45 @@ import (
 
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
-// errNoArtifactStorage answers the artifact routes of a server configured
-// without storage.
-var errNoArtifactStorage = &apiError{Status: http.StatusServiceUnavailable, Message: "artifact storage is not configured"}
-
-// artifactGet serves an artifact's bytes. Only admin tokens reach it today;
-// the dashboard issue lets signed-in users (sessions) in as well.
+// GetArtifact serves an artifact's bytes, to admin tokens and signed-in
+// people (the dashboard shows screenshots from it).
 //
 // The bytes come from workers, so the answer is hardened for a browser
 // that opens it directly: the stored Content-Type (PNG, JPEG, WebP or
 // plain text; checked by content at upload) with nosniff, a CSP that lets
 // nothing load or run, and text as a download, never rendered. Files are
 // content-addressed, so they never change and can be cached for good.
-func (s *server) artifactGet(c echo.Context) error {
-	if s.artifacts == nil {
-		return errNoArtifactStorage
+func (h *Handler) GetArtifact(c echo.Context) error {
+	if h.artifacts == nil {
+		return httpx.ErrNoArtifactStorage
 	}
-	id, err := jobID(c)
+	id, err := httpx.JobID(c)
 	if err != nil {
 		return err
 	}
-	a, f, err := s.artifacts.Open(c.Request().Context(), id)
+	a, f, err := h.artifacts.Open(c.Request().Context(), id)
 	if errors.Is(err, queue.ErrNotFound) {
-		return &apiError{Status: http.StatusNotFound, Message: "artifact not found"}
+		return &httpx.Error{Status: http.StatusNotFound, Message: "artifact not found"}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// The row outlived its file (removed by hand, or a lost disk).
-		s.logger.Warn("artifact file missing", "artifact_id", id, "err", err)
-		return &apiError{Status: http.StatusNotFound, Message: "artifact file is missing"}
+		h.logger.Warn("artifact file missing", "artifact_id", id, "err", err)
+		return &httpx.Error{Status: http.StatusNotFound, Message: "artifact file is missing"}
 	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 
-	h := c.Response().Header()
-	h.Set(echo.HeaderContentType, a.ContentType)
-	h.Set(echo.HeaderXContentTypeOptions, "nosniff")
-	h.Set(echo.HeaderContentSecurityPolicy, "default-src 'none'; sandbox")
-	h.Set("Cache-Control", "private, max-age=31536000, immutable")
-	h.Set("ETag", `"`+a.SHA256+`"`)
+	hdr := c.Response().Header()
+	hdr.Set(echo.HeaderContentType, a.ContentType)
+	hdr.Set(echo.HeaderXContentTypeOptions, "nosniff")
+	hdr.Set(echo.HeaderContentSecurityPolicy, "default-src 'none'; sandbox")
+	hdr.Set("Cache-Control", "private, max-age=31536000, immutable")
+	hdr.Set("ETag", `"`+a.SHA256+`"`)
 	disposition := "inline"
 	if a.Kind == queue.ArtifactText {
 		disposition = "attachment"
@@ -62,7 +59,7 @@ func (s *server) artifactGet(c echo.Context) error {
 	if v := mime.FormatMediaType(disposition, map[string]string{"filename": artifact.CleanName(a.Name)}); v != "" {
 		disposition = v
 	}
-	h.Set(echo.HeaderContentDisposition, disposition)
+	hdr.Set(echo.HeaderContentDisposition, disposition)
 	// ServeContent answers Range, HEAD and If-None-Match from the file.
 	w := &rangeRefusal{ResponseWriter: c.Response()}
 	http.ServeContent(w, c.Request(), "", a.CreatedAt, f)
@@ -70,9 +67,9 @@ func (s *server) artifactGet(c echo.Context) error {
 		// Only Content-Range ("bytes */SIZE") belongs to the refusal; the
 		// rest described the bytes that are not sent.
 		for _, k := range []string{echo.HeaderContentType, echo.HeaderContentDisposition, echo.HeaderContentLength, "Cache-Control", "ETag", echo.HeaderLastModified} {
-			h.Del(k)
+			hdr.Del(k)
 		}
-		return &apiError{Status: http.StatusRequestedRangeNotSatisfiable, Message: "requested range not satisfiable: the artifact is " + strconv.FormatInt(a.Size, 10) + " bytes"}
+		return &httpx.Error{Status: http.StatusRequestedRangeNotSatisfiable, Message: "requested range not satisfiable: the artifact is " + strconv.FormatInt(a.Size, 10) + " bytes"}
 	}
 	return nil
 }

@@ -1,8 +1,7 @@
-package web
+package workerapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -11,30 +10,28 @@ import (
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // maxClaimWait bounds a claim's long poll. It stays under the idle
 // timeouts of common reverse proxies.
 const maxClaimWait = 30 * time.Second
 
-// workerClaim leases up to limit due jobs to the calling worker, with the
+// Claim leases up to limit due jobs to the calling worker, with the
 // same query a direct worker uses.
-func (s *server) workerClaim(c echo.Context) error {
+func (h *Handler) Claim(c echo.Context) error {
 	received := time.Now()
-	body, err := readBody(c, actionBodyLimit)
+	body, err := httpx.ReadBody(c, httpx.ActionBodyLimit)
 	if err != nil {
 		return err
 	}
 	var req api.ClaimRequest
-	if err := decodeObject(body, &req, ""); err != nil {
-		return err
-	}
-	if err := refuseExplicitZero(body, req); err != nil {
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
 		return err
 	}
 	worker := workerName(c)
 	if req.WorkerID != "" && req.WorkerID != worker {
-		return &apiError{Status: http.StatusForbidden, Field: "worker_id",
+		return &httpx.Error{Status: http.StatusForbidden, Field: "worker_id",
 			Message: "must be the name of the worker token (" + worker + "), or left out"}
 	}
 	p, wait, err := claimParams(req, worker)
@@ -43,14 +40,14 @@ func (s *server) workerClaim(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	var waiter *queue.Waiter
-	if s.jobs != nil && wait > 0 {
-		waiter = s.jobs.Waiter() // before the claim: nothing sent after it is missed
+	if h.jobs != nil && wait > 0 {
+		waiter = h.jobs.Waiter() // before the claim: nothing sent after it is missed
 	}
 	// waited is taken before each claim statement begins, so it is never
 	// more than the time between the request's arrival and the claim's
 	// now(): the worker may add it to its send time (see waited_ms).
 	waited := time.Since(received)
-	jobs, err := s.queue.Claim(ctx, p)
+	jobs, err := h.queue.Claim(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -62,9 +59,9 @@ func (s *server) workerClaim(c echo.Context) error {
 		// Of the crowd one notification wakes, claims take turns and skip
 		// once the announced jobs are gone (queue.ClaimGate).
 		for len(jobs) == 0 && waiter.Wait(wctx, p.Queues) == nil {
-			claimed, err := s.claims.Claim(wctx, waiter, p, func() ([]queue.Job, error) {
+			claimed, err := h.claims.Claim(wctx, waiter, p, func() ([]queue.Job, error) {
 				waited = time.Since(received)
-				return s.queue.Claim(ctx, p)
+				return h.queue.Claim(ctx, p)
 			})
 			if err != nil {
 				return err
@@ -79,45 +76,28 @@ func (s *server) workerClaim(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// refuseExplicitZero refuses a limit or lease_ms of 0 that the request
-// sends: the description's minimums are 1 and 100, and only a field left
-// out (or null) takes the default. ClaimRequest cannot tell the two apart.
-func refuseExplicitZero(body []byte, r api.ClaimRequest) error {
-	var sent map[string]json.RawMessage
-	if json.Unmarshal(body, &sent) != nil {
-		return nil // decodeObject accepted it, so it is an object
-	}
-	given := func(name string) bool { v, ok := sent[name]; return ok && string(v) != "null" }
-	if r.Limit == 0 && given("limit") {
-		return badRequest("limit", "must be between 1 and %d", queue.MaxClaimLimit)
-	}
-	if r.LeaseMs == 0 && given("lease_ms") {
-		return badRequest("lease_ms", "must be between %d and %d", queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
-	}
-	return nil
-}
-
 // claimParams fills in the defaults of a claim (or presence) request of
 // worker and checks it with queue.CheckClaim, the rule a direct worker's
 // claim obeys too. Absent queues are ["default"]; an empty list is
-// refused.
+// refused. An absent limit is 1 and an absent lease_ms the default
+// lease; sent, each is checked as it is (0 is refused).
 func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
 	if r.Queues == nil {
 		r.Queues = []string{"default"}
 	}
-	if r.Limit == 0 {
-		r.Limit = 1
-	}
 	if r.WaitMs < 0 || r.WaitMs > maxClaimWait.Milliseconds() {
-		return queue.ClaimParams{}, 0, badRequest("wait_ms", "must be between 0 and %d", maxClaimWait.Milliseconds())
+		return queue.ClaimParams{}, 0, httpx.BadRequest("wait_ms", "must be between 0 and %d", maxClaimWait.Milliseconds())
 	}
-	// Saturated before the conversion, so that no huge lease_ms wraps
-	// around into the bounds; queue refuses what is out of them.
-	leaseMs := min(max(r.LeaseMs, -1), queue.MaxLease.Milliseconds()+1)
-	p := queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: r.Limit,
-		Lease: time.Duration(leaseMs) * time.Millisecond}
-	if p.Lease == 0 {
-		p.Lease = queue.DefaultLease
+	p := queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: 1, Lease: queue.DefaultLease}
+	if r.Limit != nil {
+		p.Limit = *r.Limit
+	}
+	if r.LeaseMs != nil {
+		// Saturated just outside the bounds before the conversion, so that
+		// no huge lease_ms wraps around into them and a sent 0 does not
+		// read as queue's "default": queue refuses what is out of them.
+		ms := min(max(*r.LeaseMs, queue.MinLease.Milliseconds()-1), queue.MaxLease.Milliseconds()+1)
+		p.Lease = time.Duration(ms) * time.Millisecond
 	}
 	if err := queue.CheckClaim(p); err != nil {
 		return queue.ClaimParams{}, 0, err
@@ -127,6 +107,6 @@ func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Dur
 
 // workerName is the calling worker's identity: its token's name.
 func workerName(c echo.Context) string {
-	tok, _ := c.Get(tokenKey).(apitoken.Token)
+	tok, _ := c.Get(httpx.TokenKey).(apitoken.Token)
 	return tok.Name
 }

@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"net/http"
@@ -9,23 +9,19 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// workerWindow is how recently a worker must have been seen to be listed:
-// the workers online.
-const workerWindow = queue.OnlineWindow
-
-// stats answers the current counts, read from the maintained counters
+// Stats answers the current counts, read from the maintained counters
 // rather than by counting jobs or artifacts.
-func (s *server) stats(c echo.Context) error {
+func (h *Handler) Stats(c echo.Context) error {
 	ctx := c.Request().Context()
-	counts, err := s.queue.Counts(ctx)
+	counts, err := h.queue.Counts(ctx)
 	if err != nil {
 		return err
 	}
-	workers, err := s.queue.Workers(ctx, workerWindow)
+	workers, err := h.queue.Workers(ctx, queue.OnlineWindow) // the workers online
 	if err != nil {
 		return err
 	}
-	storage, err := s.queue.ArtifactStorage(ctx)
+	storage, err := h.queue.ArtifactStorage(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"net/http"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Page sizes of GET /api/v1/jobs.
@@ -16,19 +17,19 @@ const (
 	maxListLimit     = 500
 )
 
-// jobList lists jobs newest first, filtered by state, kind, queue and app,
+// ListJobs lists jobs newest first, filtered by state, kind, queue and app,
 // one keyset page at a time: cursor is the next_cursor of the page before.
-func (s *server) jobList(c echo.Context) error {
+func (h *Handler) ListJobs(c echo.Context) error {
 	var f queue.Filter
 	if st := c.QueryParam("state"); st != "" {
 		f.State = queue.State(st)
 		if !f.State.Valid() {
-			return badRequest("state", "must be one of pending, running, succeeded, dead, cancelled")
+			return httpx.BadRequest("state", "must be one of pending, running, succeeded, dead, cancelled")
 		}
 	}
 	f.Kind, f.Queue, f.App = c.QueryParam("kind"), c.QueryParam("queue"), c.QueryParam("app")
 	for _, p := range [][2]string{{"kind", f.Kind}, {"queue", f.Queue}, {"app", f.App}} {
-		if err := checkText(p[0], p[1]); err != nil {
+		if err := httpx.CheckText(p[0], p[1]); err != nil {
 			return err
 		}
 	}
@@ -38,7 +39,7 @@ func (s *server) jobList(c echo.Context) error {
 		if err != nil || n < 1 || n > maxListLimit {
 			// A larger page is refused rather than cut short, so a client
 			// never mistakes a capped page for the size it asked for.
-			return badRequest("limit", "must be an integer from 1 to %d", maxListLimit)
+			return httpx.BadRequest("limit", "must be an integer from 1 to %d", maxListLimit)
 		}
 		limit = n
 	}
@@ -46,11 +47,11 @@ func (s *server) jobList(c echo.Context) error {
 	if v := c.QueryParam("cursor"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return badRequest("cursor", "must be the next_cursor of the previous page (a positive integer)")
+			return httpx.BadRequest("cursor", "must be the next_cursor of the previous page (a positive integer)")
 		}
 		cursor = n
 	}
-	jobs, next, err := s.queue.List(c.Request().Context(), f, cursor, int(limit))
+	jobs, next, err := h.queue.List(c.Request().Context(), f, cursor, int(limit))
 	if err != nil {
 		return err
 	}

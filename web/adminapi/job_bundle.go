@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"archive/zip"
@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // bundleFile is an artifact as attempt.json lists it: its metadata, and
@@ -25,7 +26,7 @@ type bundleFile struct {
 	File string `json:"file"`
 }
 
-// bundleStep is a replay step in attempt.json (see replaySteps).
+// bundleStep is a replay step in attempt.json (see queue.ReplaySteps).
 type bundleStep struct {
 	Step      int    `json:"step"`
 	File      string `json:"file"`
@@ -45,47 +46,47 @@ type bundleManifest struct {
 	Steps     []bundleStep `json:"steps"`
 }
 
-// jobBundle streams one attempt as a zip: each artifact as
+// GetAttemptBundle streams one attempt as a zip: each artifact as
 // NNN-KIND-NAME in upload order, then attempt.json. The archive is
 // written straight to the response, file by file, and flushed after each:
 // memory stays at copy buffers whatever the attempt holds. Once the first
 // byte is out the status cannot change, so a failure midway aborts the
 // connection and the client sees a truncated (invalid) zip rather than a
 // complete-looking one.
-func (s *server) jobBundle(c echo.Context) error {
-	if s.artifacts == nil {
-		return errNoArtifactStorage
+func (h *Handler) GetAttemptBundle(c echo.Context) error {
+	if h.artifacts == nil {
+		return httpx.ErrNoArtifactStorage
 	}
-	id, err := jobID(c)
+	id, err := httpx.JobID(c)
 	if err != nil {
 		return err
 	}
 	n, err := strconv.ParseInt(c.Param("n"), 10, 32)
 	if err != nil || n < 1 {
-		return badRequest("n", "must be a positive integer (attempts count from 1)")
+		return httpx.BadRequest("n", "must be a positive integer (attempts count from 1)")
 	}
 	ctx := c.Request().Context()
-	rec, err := s.queue.AttemptHistory(ctx, id, int32(n))
+	rec, err := h.queue.AttemptHistory(ctx, id, int32(n))
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
-		return &apiError{Status: http.StatusNotFound, Message: "job not found"}
+		return &httpx.Error{Status: http.StatusNotFound, Message: "job not found"}
 	case errors.Is(err, queue.ErrNoAttempt):
-		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("job %d has no attempt %d", id, n)}
+		return &httpx.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("job %d has no attempt %d", id, n)}
 	case err != nil:
 		return err
 	}
 
 	name := fmt.Sprintf("job-%d-attempt-%d.zip", id, n)
-	h := c.Response().Header()
-	h.Set(echo.HeaderContentType, "application/zip")
-	h.Set(echo.HeaderContentDisposition, mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-	h.Set(echo.HeaderXContentTypeOptions, "nosniff")
-	h.Set("Cache-Control", "private, no-store") // a running attempt's bundle grows
+	hdr := c.Response().Header()
+	hdr.Set(echo.HeaderContentType, "application/zip")
+	hdr.Set(echo.HeaderContentDisposition, mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	hdr.Set(echo.HeaderXContentTypeOptions, "nosniff")
+	hdr.Set("Cache-Control", "private, no-store") // a running attempt's bundle grows
 	c.Response().WriteHeader(http.StatusOK)
 
 	zw := zip.NewWriter(c.Response())
 	abort := func(what string, err error) {
-		s.logger.Error("writing attempt bundle", "job_id", id, "attempt", n, "what", what, "err", err)
+		h.logger.Error("writing attempt bundle", "job_id", id, "attempt", n, "what", what, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 	files := make(map[int64]string, len(rec.Artifacts))
@@ -93,10 +94,10 @@ func (s *server) jobBundle(c echo.Context) error {
 		Artifacts: []bundleFile{}, Steps: []bundleStep{}}
 	for i, a := range rec.Artifacts {
 		entry := fmt.Sprintf("%03d-%s-%s", i+1, a.Kind, artifact.CleanName(a.Name))
-		switch err := s.bundleAdd(c, zw, entry, a); {
+		switch err := h.bundleAdd(c, zw, entry, a); {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, queue.ErrNotFound):
 			// The row outlived its file, or was pruned meanwhile.
-			s.logger.Warn("attempt bundle: artifact file missing", "artifact_id", a.ID, "err", err)
+			h.logger.Warn("attempt bundle: artifact file missing", "artifact_id", a.ID, "err", err)
 			entry = ""
 		case err != nil:
 			abort(entry, err)
@@ -111,7 +112,7 @@ func (s *server) jobBundle(c echo.Context) error {
 			m.Progress = append(m.Progress, ev)
 		}
 	}
-	for i, st := range replaySteps(rec.Attempt.Number, rec.Attempt.StartedAt, rec.Events, rec.Artifacts) {
+	for i, st := range queue.ReplaySteps(rec.Attempt.Number, rec.Attempt.StartedAt, rec.Events, rec.Artifacts) {
 		m.Steps = append(m.Steps, bundleStep{Step: i + 1, File: files[st.Shot.ID], Artifact: st.Shot.ID,
 			ElapsedMS: st.Elapsed.Milliseconds(), Message: st.Message})
 	}
@@ -133,8 +134,8 @@ func (s *server) jobBundle(c echo.Context) error {
 // bundleAdd copies one artifact's file into the zip and flushes it to the
 // client. Images are stored as they are (already compressed), text is
 // deflated.
-func (s *server) bundleAdd(c echo.Context, zw *zip.Writer, entry string, a queue.Artifact) error {
-	_, f, err := s.artifacts.Open(c.Request().Context(), a.ID)
+func (h *Handler) bundleAdd(c echo.Context, zw *zip.Writer, entry string, a queue.Artifact) error {
+	_, f, err := h.artifacts.Open(c.Request().Context(), a.ID)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"errors"
@@ -8,14 +8,15 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // queueBodyLimit bounds a PATCH of a queue: two small fields.
 const queueBodyLimit = 4 << 10
 
-// queueList is GET /api/v1/queues: every queue that has jobs or settings.
-func (s *server) queueList(c echo.Context) error {
-	queues, err := s.queue.Queues(c.Request().Context())
+// ListQueues is GET /api/v1/queues: every queue that has jobs or settings.
+func (h *Handler) ListQueues(c echo.Context) error {
+	queues, err := h.queue.Queues(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -26,36 +27,36 @@ func (s *server) queueList(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// queuePatch is PATCH /api/v1/queues/{name}: pause, resume or cap a
+// PatchQueue is PATCH /api/v1/queues/{name}: pause, resume or cap a
 // queue, creating its settings when it has none.
-func (s *server) queuePatch(c echo.Context) error {
+func (h *Handler) PatchQueue(c echo.Context) error {
 	name := c.Param("name")
 	if err := queue.CheckQueueName(name); err != nil {
 		return err
 	}
-	body, err := readBody(c, queueBodyLimit)
+	body, err := httpx.ReadBody(c, queueBodyLimit)
 	if err != nil {
 		return err
 	}
 	var req api.QueuePatch
-	if err := decodeObject(body, &req, ""); err != nil {
-		var ae *apiError
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
+		var ae *httpx.Error
 		if errors.As(err, &ae) && ae.Field == "max_running" {
-			return badRequest("max_running", "must be null or a whole number from 0 to %d", queue.MaxQueueCap)
+			return httpx.BadRequest("max_running", "must be null or a whole number from 0 to %d", queue.MaxQueueCap)
 		}
 		return err
 	}
 	p := queue.QueuePatch{}
 	if req.Paused.Set {
 		if req.Paused.Value == nil {
-			return badRequest("paused", "must be true or false")
+			return httpx.BadRequest("paused", "must be true or false")
 		}
 		p.Paused = req.Paused.Value
 	}
 	if req.MaxRunning.Set {
 		p.MaxRunning, p.ClearMaxRunning = req.MaxRunning.Value, req.MaxRunning.Value == nil
 	}
-	q, err := s.queue.PatchQueue(c.Request().Context(), name, p, actor(c))
+	q, err := h.queue.PatchQueue(c.Request().Context(), name, p, httpx.Actor(c))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package web
+package adminapi
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // scheduleRequest is the body of POST /api/v1/schedules. The job stays raw
@@ -31,26 +32,26 @@ type schedulePatchRequest struct {
 // submitted one.
 func decodeScheduleJob(raw json.RawMessage) (queue.NewJob, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return queue.NewJob{}, badRequest("job", "is required: the job each tick enqueues, as POST /api/v1/jobs takes it")
+		return queue.NewJob{}, httpx.BadRequest("job", "is required: the job each tick enqueues, as POST /api/v1/jobs takes it")
 	}
 	return decodeNewJob(raw, "job.")
 }
 
-// scheduleCreate stores a new schedule: 201, or 409 when the name is taken.
-func (s *server) scheduleCreate(c echo.Context) error {
-	body, err := readBody(c, jobBodyLimit)
+// CreateSchedule stores a new schedule: 201, or 409 when the name is taken.
+func (h *Handler) CreateSchedule(c echo.Context) error {
+	body, err := httpx.ReadBody(c, httpx.JobBodyLimit)
 	if err != nil {
 		return err
 	}
 	var req scheduleRequest
-	if err := decodeObject(body, &req, ""); err != nil {
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
 		return err
 	}
 	nj, err := decodeScheduleJob(req.Job)
 	if err != nil {
 		return err
 	}
-	sched, err := s.queue.CreateSchedule(c.Request().Context(), queue.NewSchedule{
+	sched, err := h.queue.CreateSchedule(c.Request().Context(), queue.NewSchedule{
 		Name: req.Name, Cron: req.Cron, Timezone: req.Timezone, Job: nj, Paused: req.Paused,
 	}, time.Now())
 	if err != nil {
@@ -60,9 +61,9 @@ func (s *server) scheduleCreate(c echo.Context) error {
 	return c.JSON(http.StatusCreated, sched.API())
 }
 
-// scheduleList answers every schedule, by name.
-func (s *server) scheduleList(c echo.Context) error {
-	list, err := s.queue.Schedules(c.Request().Context())
+// ListSchedules answers every schedule, by name.
+func (h *Handler) ListSchedules(c echo.Context) error {
+	list, err := h.queue.Schedules(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -73,31 +74,31 @@ func (s *server) scheduleList(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// scheduleGet answers one schedule.
-func (s *server) scheduleGet(c echo.Context) error {
+// GetSchedule answers one schedule.
+func (h *Handler) GetSchedule(c echo.Context) error {
 	name, err := scheduleName(c)
 	if err != nil {
 		return err
 	}
-	sched, err := s.queue.Schedule(c.Request().Context(), name)
+	sched, err := h.queue.Schedule(c.Request().Context(), name)
 	if err != nil {
 		return scheduleError(err)
 	}
 	return c.JSON(http.StatusOK, sched.API())
 }
 
-// scheduleUpdate pauses, resumes or changes a schedule.
-func (s *server) scheduleUpdate(c echo.Context) error {
+// UpdateSchedule pauses, resumes or changes a schedule.
+func (h *Handler) UpdateSchedule(c echo.Context) error {
 	name, err := scheduleName(c)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c, jobBodyLimit)
+	body, err := httpx.ReadBody(c, httpx.JobBodyLimit)
 	if err != nil {
 		return err
 	}
 	var req schedulePatchRequest
-	if err := decodeObject(body, &req, ""); err != nil {
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
 		return err
 	}
 	p := queue.SchedulePatch{Paused: req.Paused, Cron: req.Cron, Timezone: req.Timezone}
@@ -108,26 +109,26 @@ func (s *server) scheduleUpdate(c echo.Context) error {
 		}
 		p.Job = &nj
 	}
-	sched, err := s.queue.UpdateSchedule(c.Request().Context(), name, p, time.Now())
+	sched, err := h.queue.UpdateSchedule(c.Request().Context(), name, p, time.Now())
 	if err != nil {
 		return scheduleError(err)
 	}
 	return c.JSON(http.StatusOK, sched.API())
 }
 
-// scheduleDelete removes a schedule; the jobs it made stay.
-func (s *server) scheduleDelete(c echo.Context) error {
+// DeleteSchedule removes a schedule; the jobs it made stay.
+func (h *Handler) DeleteSchedule(c echo.Context) error {
 	name, err := scheduleName(c)
 	if err != nil {
 		return err
 	}
-	if err := s.queue.DeleteSchedule(c.Request().Context(), name); err != nil {
+	if err := h.queue.DeleteSchedule(c.Request().Context(), name); err != nil {
 		return scheduleError(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-var errScheduleNotFound = &apiError{Status: http.StatusNotFound, Message: "schedule not found"}
+var errScheduleNotFound = &httpx.Error{Status: http.StatusNotFound, Message: "schedule not found"}
 
 // scheduleName reads the :name path parameter. A name no schedule could
 // have is not found, without asking the database.
@@ -144,7 +145,7 @@ func scheduleError(err error) error {
 	case errors.Is(err, queue.ErrScheduleNotFound):
 		return errScheduleNotFound
 	case errors.Is(err, queue.ErrScheduleExists):
-		return &apiError{Status: http.StatusConflict, Message: err.Error(), Field: "name"}
+		return &httpx.Error{Status: http.StatusConflict, Message: err.Error(), Field: "name"}
 	}
 	return err
 }

@@ -1,0 +1,36 @@
+// Package adminapi is Leasehold's JSON API for people and scripts (admin
+// tokens): jobs, their attempts' bundles and artifacts, schedules, queues,
+// workers and stats. Its handlers are methods of Handler; package web
+// registers them, with the middleware of package httpx, in its one
+// routes.go. Handlers translate between HTTP and package queue, which
+// decides.
+package adminapi
+
+import (
+	"cmp"
+	"log/slog"
+
+	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Config is what the admin API needs.
+type Config struct {
+	Queue *queue.Client
+	// Artifacts serves artifacts and attempt bundles; nil answers 503 on
+	// those routes.
+	Artifacts *artifact.Store
+	Logger    *slog.Logger
+}
+
+// Handler serves the admin API; its exported methods are echo handlers.
+type Handler struct {
+	queue     *queue.Client
+	artifacts *artifact.Store
+	logger    *slog.Logger
+}
+
+// New returns the admin API's handler.
+func New(cfg Config) *Handler {
+	return &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, logger: cmp.Or(cfg.Logger, slog.Default())}
+}
