@@ -54,6 +54,12 @@ type WhoamiResponse struct {
 	WorkerID string `json:"worker_id"`
 }
 
+// MaxClaimLimit is the most jobs one claim through the worker API may
+// ask for. Its answer carries every job's payload (up to 1 MiB each), so
+// it stays well under what a phone's host should hold at once; a worker
+// with more free slots claims again.
+const MaxClaimLimit = 100
+
 // ClaimRequest is the body of POST ClaimPath.
 type ClaimRequest struct {
 	// WorkerID may be omitted; when given it must be the token's name,
@@ -61,7 +67,8 @@ type ClaimRequest struct {
 	WorkerID string   `json:"worker_id,omitempty"`
 	Queues   []string `json:"queues"`
 	Devices  []string `json:"devices"`
-	// Limit is how many jobs to take at most; nil (absent or null): 1.
+	// Limit is how many jobs to take at most, up to MaxClaimLimit; nil
+	// (absent or null): 1.
 	// LeaseMs is each lease's length; nil: the server's default. A value
 	// sent is checked as it is, so 0 is refused.
 	Limit   *int   `json:"limit,omitempty"`

@@ -43,11 +43,14 @@ type ClaimParams struct {
 	Lease time.Duration
 }
 
-// Bounds of one claim, the same for a direct and a remote worker.
+// Bounds of one claim statement, for a direct and a remote worker alike
+// (the worker API also bounds its answer: api.MaxClaimLimit).
 const (
 	// MaxClaimLimit is the most jobs one claim may take: a worker with
-	// more free slots takes this many and claims again.
-	MaxClaimLimit = 100
+	// more free slots takes this many and claims again. A direct worker
+	// draining short jobs claims all its free slots at once, so a lower
+	// bound would cost it a transaction per hundred jobs.
+	MaxClaimLimit = 1000
 	// MaxClaimQueues is the most queues one claim may name.
 	MaxClaimQueues = 100
 )

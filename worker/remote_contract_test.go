@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -59,11 +60,11 @@ func TestRemoteSendsDevicesAsAnArray(t *testing.T) {
 }
 
 // A remote worker with more free slots than one claim may take asks for
-// queue.MaxClaimLimit and still gets its jobs, instead of a 400 forever.
+// api.MaxClaimLimit (one answer's bound) and still gets its jobs, instead of a 400 forever.
 func TestRemoteWorkerAboveTheClaimLimitGetsJobs(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	job := f.submit(t, `{"steps":1,"step_ms":10}`, 1)
-	f.run(t, worker.Config{ID: "wide", Backend: f.remote(t), Concurrency: queue.MaxClaimLimit + 50, Poll: 50 * time.Millisecond})
+	f.run(t, worker.Config{ID: "wide", Backend: f.remote(t), Concurrency: api.MaxClaimLimit + 50, Poll: 50 * time.Millisecond})
 	f.waitState(t, job.ID, queue.StateSucceeded)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -172,7 +173,7 @@ func (w *Worker) Run(ctx context.Context) error {
 					w.checkDevice() // after each job
 				})
 			}
-			if len(claim.Jobs) == min(free, queue.MaxClaimLimit) {
+			if len(claim.Jobs) == min(free, w.maxClaim()) {
 				continue // there may be more
 			}
 		}
@@ -233,11 +234,20 @@ func (w *Worker) claim(ctx context.Context, limit int) (Claim, error) {
 			cancel()
 		}()
 	}
-	// One claim takes at most queue.MaxClaimLimit; the loop claims again
-	// for the slots still free.
+	// One claim takes at most maxClaim; the loop claims again for the
+	// slots still free.
 	return w.backend.Claim(ctx, queue.ClaimParams{
-		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: min(limit, queue.MaxClaimLimit), Lease: w.cfg.Lease,
+		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: min(limit, w.maxClaim()), Lease: w.cfg.Lease,
 	})
+}
+
+// maxClaim is the most jobs one claim of this worker's backend may take:
+// the statement's bound, or through the worker API the bound of its answer.
+func (w *Worker) maxClaim() int {
+	if _, remote := w.backend.(*Remote); remote {
+		return api.MaxClaimLimit
+	}
+	return queue.MaxClaimLimit
 }
 
 // leaseStart is the moment, by this worker's clock, from which it counts a

@@ -78,7 +78,8 @@ func (h *Handler) Claim(c echo.Context) error {
 
 // claimParams fills in the defaults of a claim (or presence) request of
 // worker and checks it with queue.CheckClaim, the rule a direct worker's
-// claim obeys too. Absent queues are ["default"]; an empty list is
+// claim obeys too; the limit also stays within api.MaxClaimLimit, the
+// bound of one answer. Absent queues are ["default"]; an empty list is
 // refused. An absent limit is 1 and an absent lease_ms the default
 // lease; sent, each is checked as it is (0 is refused).
 func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Duration, error) {
@@ -90,6 +91,9 @@ func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Dur
 	}
 	p := queue.ClaimParams{WorkerID: worker, Queues: r.Queues, Devices: r.Devices, Limit: 1, Lease: queue.DefaultLease}
 	if r.Limit != nil {
+		if *r.Limit > api.MaxClaimLimit {
+			return queue.ClaimParams{}, 0, httpx.BadRequest("limit", "must be between 1 and %d", api.MaxClaimLimit)
+		}
 		p.Limit = *r.Limit
 	}
 	if r.LeaseMs != nil {
