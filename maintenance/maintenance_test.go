@@ -23,24 +23,14 @@ func setup(t *testing.T, maxConns int) *fixture {
 	return &fixture{ctx: testutil.Context(t), pool: pool, client: queue.NewClient(pool, nil)}
 }
 
-type jobOpts struct {
-	kind, queue    string
-	payload        string
-	maxAttempts    int32
-	backoffBase    int32
-	backoffMax     int32
-	idempotencyKey string
-	timeoutMs      int32
-}
-
 // insert inserts a job; unlike the queue's default, its retries are due
 // at once unless o says otherwise.
-func (f *fixture) insert(t *testing.T, o jobOpts) queue.Job {
+func (f *fixture) insert(t *testing.T, o testutil.Job) queue.Job {
 	t.Helper()
-	return testutil.InsertJob(t, f.ctx, f.client, testutil.Job{
-		Kind: o.kind, Queue: o.queue, Payload: o.payload, MaxAttempts: o.maxAttempts,
-		BackoffBaseMs: &o.backoffBase, BackoffMaxMs: o.backoffMax, IdempotencyKey: o.idempotencyKey, TimeoutMs: o.timeoutMs,
-	})
+	if o.BackoffBaseMs == nil {
+		o.BackoffBaseMs = ptr(int32(0))
+	}
+	return testutil.InsertJob(t, f.ctx, f.client, o)
 }
 
 func (f *fixture) claimOne(t *testing.T, worker string, lease time.Duration) queue.Job {

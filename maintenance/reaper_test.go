@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -17,8 +18,8 @@ func TestReaperReclaimsAfterDeadlineNeverBefore(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	go func() { _ = r.Run(ctx) }()
-	job := f.insert(t, jobOpts{maxAttempts: 2})
-	dying := f.insert(t, jobOpts{maxAttempts: 1})
+	job := f.insert(t, testutil.Job{MaxAttempts: 2})
+	dying := f.insert(t, testutil.Job{MaxAttempts: 1})
 	claimed, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: "w", Queues: []string{"default"}, Limit: 2, Lease: 300 * time.Millisecond})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %v %d", err, len(claimed))
@@ -70,7 +71,7 @@ func TestReaperFailover(t *testing.T) {
 	stop1()
 	<-done1
 	waitFor(t, "standby reaper active", r2.Active)
-	f.insert(t, jobOpts{})
+	f.insert(t, testutil.Job{})
 	j := f.claimOne(t, "w", 100*time.Millisecond)
 	waitFor(t, "standby reclaims", func() bool {
 		got, _ := f.client.Get(f.ctx, j.ID)

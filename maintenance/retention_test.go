@@ -88,7 +88,7 @@ func (f *fixture) history(t *testing.T, id int64) string {
 // leaving an attempt row, events, an effect and an artifact naming sum.
 func (f *fixture) finishWithHistory(t *testing.T, sum string) queue.Job {
 	t.Helper()
-	f.insert(t, jobOpts{maxAttempts: 3})
+	f.insert(t, testutil.Job{MaxAttempts: 3})
 	j := f.claimOne(t, "w1", time.Minute)
 	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "boom", true); err != nil {
 		t.Fatal(err)
@@ -141,14 +141,14 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 	young := f.finishWithHistory(t, sumShared) // keeps sumShared referenced
 	f.age(t, young.ID, 6*day)
 
-	oldPending := f.insert(t, jobOpts{})
+	oldPending := f.insert(t, testutil.Job{})
 	f.age(t, oldPending.ID, 60*day)
-	oldRunning := f.insert(t, jobOpts{})
+	oldRunning := f.insert(t, testutil.Job{})
 	f.age(t, oldRunning.ID, 60*day)
 	var cancelled, deadYoung, deadOld queue.Job
 	// Ids follow creation, as they do in use: the older dead job first.
 	for i, ago := range []time.Duration{8 * day, 31 * day, 10 * day} {
-		j := f.insert(t, jobOpts{maxAttempts: 1})
+		j := f.insert(t, testutil.Job{MaxAttempts: 1})
 		if i == 0 {
 			var err error
 			if cancelled, err = f.client.CancelOne(f.ctx, j.ID, "test"); err != nil {
@@ -268,7 +268,7 @@ func TestPruneDeletesOnlyExpired(t *testing.T) {
 func TestPruneOffKeepsEverything(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	j := f.insert(t, jobOpts{})
+	j := f.insert(t, testutil.Job{})
 	if _, err := f.client.CancelOne(f.ctx, j.ID, "test"); err != nil {
 		t.Fatal(err)
 	}

@@ -92,32 +92,12 @@ func startSender(t *testing.T, f *fixture, r *receiver, cfg maintenance.WebhookS
 
 func (f *fixture) killJob(t *testing.T) queue.Job {
 	t.Helper()
-	f.insert(t, jobOpts{maxAttempts: 3})
-	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "bad input", false)
-	if err != nil || got.State != queue.StateDead {
-		t.Fatalf("failing for good: %v %v", got.State, err)
-	}
-	return got
+	return testutil.KillJob(t, f.ctx, f.client)
 }
 
 func (f *fixture) outbox(t *testing.T) map[string]int {
 	t.Helper()
-	rows, err := f.pool.Query(f.ctx, `SELECT type, count(*) FROM webhook_outbox GROUP BY type`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int{}
-	for rows.Next() {
-		var typ string
-		var n int
-		if err := rows.Scan(&typ, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[typ] = n
-	}
-	return got
+	return testutil.WebhookOutbox(t, f.ctx, f.pool)
 }
 
 // webhookEvents is the job's timeline entries of the sender.
@@ -317,7 +297,7 @@ func TestWebhookTwoSendersDeliverOnce(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range n / 2 {
-		f.insert(t, jobOpts{})
+		f.insert(t, testutil.Job{})
 	}
 	for range 4 {
 		wg.Go(func() {

@@ -12,36 +12,12 @@ import (
 
 func (f *fixture) schedule(t *testing.T, name, cron, tz string, now time.Time) queue.Schedule {
 	t.Helper()
-	s, err := f.client.CreateSchedule(f.ctx, queue.NewSchedule{
-		Name: name, Cron: cron, Timezone: tz,
-		Job: queue.NewJob{Kind: "report", Queue: "nightly", Payload: json.RawMessage(`{"app":"com.example.notes"}`)},
-	}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testutil.CreateSchedule(t, f.ctx, f.client, name, cron, tz, now)
 }
 
-// scheduledJobs lists the keys of the jobs schedule name made, in order.
 func (f *fixture) scheduledJobs(t *testing.T, name string) []string {
 	t.Helper()
-	rows, err := f.pool.Query(f.ctx, `SELECT idempotency_key FROM jobs WHERE schedule = $1 ORDER BY id`, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	return testutil.ScheduledJobs(t, f.ctx, f.pool, name)
 }
 
 func TestScheduleCreateInvalid(t *testing.T) {

@@ -50,32 +50,12 @@ func TestParseWebhookConfig(t *testing.T) {
 
 func (f *fixture) killJob(t *testing.T) queue.Job {
 	t.Helper()
-	f.insert(t, jobOpts{maxAttempts: 3})
-	j := f.claimOne(t, "w", time.Minute)
-	got, err := f.client.Fail(f.ctx, testutil.LeaseOf(j), "bad input", false)
-	if err != nil || got.State != queue.StateDead {
-		t.Fatalf("failing for good: %v %v", got.State, err)
-	}
-	return got
+	return testutil.KillJob(t, f.ctx, f.client)
 }
 
 func (f *fixture) outbox(t *testing.T) map[string]int {
 	t.Helper()
-	rows, err := f.pool.Query(f.ctx, `SELECT type, count(*) FROM webhook_outbox GROUP BY type`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int{}
-	for rows.Next() {
-		var typ string
-		var n int
-		if err := rows.Scan(&typ, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[typ] = n
-	}
-	return got
+	return testutil.WebhookOutbox(t, f.ctx, f.pool)
 }
 
 // Only the transitions of enabled types are recorded; the others write
