@@ -495,6 +495,116 @@ func TestFailoverToSynchronousStandbyLosesNothing(t *testing.T) {
 	}
 }
 
+// What asynchronous replication loses, and how a client finds out: the
+// standby falls 3 s behind (its WAL receiver stopped) while submissions
+// and completions go on, the primary is lost and the standby promoted.
+// The test measures what vanished (acknowledged submissions, ids given
+// to other jobs afterwards, acknowledged completions run again) and
+// shows the reconciliation README gives: resubmitting every acknowledged
+// submission under its idempotency key leaves each key with exactly one
+// job, where an id may name another job than the one acknowledged.
+func TestFailoverToAsynchronousStandbyLosesAcknowledgedWork(t *testing.T) {
+	pair := newPGPair(t, pgPairOptions{})
+	e := newEnvOn(t, pair.URL())
+	effects := newEffectReceiver(t)
+	e.startServer()
+	// A remote worker alone, so that every run again is a lost
+	// completion's (a direct one may also fail attempts in the outage).
+	e.startRemoteWorker("as-remote", e.workerToken("as-remote"), "--id", "as-remote",
+		"--concurrency", "4", "--lease", "6s", "--heartbeat", "1s")
+	sim := map[string]any{"steps": 3, "step_ms": 200, "effect_url": effects.URL}
+	subs := e.submitUnderLoad("as", 100*time.Millisecond, sim)
+	e.eventually("jobs succeed", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'") >= 5
+	})
+	resume := pair.stallReplication()
+	time.Sleep(3 * time.Second)
+	succeeded := map[int64]bool{}
+	rows, err := e.pool.Query(e.ctx, "SELECT id FROM jobs WHERE state = 'succeeded' AND idempotency_key LIKE 'as-%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		succeeded[id] = true
+	}
+	rows.Close()
+	pair.killPrimary()
+	resume()
+	pair.promote()
+	time.Sleep(2 * time.Second)
+	subs.halt()
+	subs.mu.Lock()
+	acked, order := subs.acked, subs.order
+	subs.mu.Unlock()
+
+	// What the new primary has of what was acknowledged.
+	var vanished []string
+	reused := 0
+	for _, key := range order {
+		var id int64
+		err := e.pool.QueryRow(e.ctx, "SELECT id FROM jobs WHERE idempotency_key = $1", key).Scan(&id)
+		if err == nil {
+			continue
+		}
+		vanished = append(vanished, fmt.Sprintf("%s (job %d)", key, acked[key]))
+		var other string
+		if e.pool.QueryRow(e.ctx, "SELECT coalesce(idempotency_key, '') FROM jobs WHERE id = $1", acked[key]).Scan(&other) == nil {
+			reused++
+		}
+	}
+	// Completions lost come back as leases that expire (6 s), and run
+	// again.
+	time.Sleep(8 * time.Second)
+	ranAgain := 0
+	for id := range succeeded {
+		if e.count("SELECT count(*) FROM job_attempts WHERE job_id = $1", id) > 1 ||
+			e.count("SELECT count(*) FROM jobs WHERE id = $1 AND state <> 'succeeded'", id) == 1 {
+			ranAgain++
+		}
+	}
+	effects.mu.Lock()
+	twice := 0
+	for _, n := range effects.calls {
+		if n > 1 {
+			twice++
+		}
+	}
+	effects.mu.Unlock()
+	t.Logf("%d submissions acknowledged, %d of them vanished (%d of their ids now name other jobs): %v; "+
+		"of the %d jobs that had succeeded just before the loss, %d ran again; %d effects were performed twice",
+		len(acked), len(vanished), reused, vanished, len(succeeded), ranAgain, twice)
+	if len(vanished) == 0 {
+		t.Fatal("nothing acknowledged vanished: the standby did not lag, and the test proved nothing")
+	}
+
+	// Reconciliation by key: every acknowledged submission is sent again
+	// under its key; the ones that vanished are made anew.
+	made := 0
+	for _, key := range order {
+		a := e.submitKeyed(key, sim, 10*time.Second)
+		switch a.status {
+		case http.StatusCreated:
+			made++
+		case http.StatusOK:
+			if a.id != acked[key] {
+				t.Errorf("%s: acknowledged as job %d, now job %d", key, acked[key], a.id)
+			}
+		default:
+			t.Errorf("resubmitting %s: %s", key, a)
+		}
+	}
+	if made != len(vanished) {
+		t.Errorf("resubmitting under the keys made %d jobs anew, want the %d that vanished", made, len(vanished))
+	}
+	if n := e.count("SELECT count(DISTINCT idempotency_key) FROM jobs WHERE idempotency_key = ANY($1)", order); n != len(order) {
+		t.Errorf("after reconciling, %d of the %d acknowledged keys have a job", n, len(order))
+	}
+}
+
 // checkReadiness checks that every probe sent after down and answered
 // before the database could be back (from) was answered 503 within the
 // request bound, and that readiness said 200 again within within of the

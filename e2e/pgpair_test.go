@@ -228,6 +228,30 @@ func (p *pgPair) promote() {
 	}
 }
 
+// stallReplication stops the primary's WAL sender (SIGSTOP), so that
+// the standby falls behind an asynchronous primary by whatever it commits
+// until the returned function lets the sender go on. (Stopping the
+// standby's receiver would not do: what was sent waits in its socket.)
+func (p *pgPair) stallReplication() (resume func()) {
+	p.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(p.primary.data, "postmaster.pid"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	pm, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	for _, c := range childrenOf(pm) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		if bytes.Contains(cmdline, []byte("walsender")) {
+			if err := syscall.Kill(c, syscall.SIGSTOP); err != nil {
+				p.t.Fatal(err)
+			}
+			return func() { _ = syscall.Kill(c, syscall.SIGCONT) }
+		}
+	}
+	p.t.Fatal("the primary has no WAL sender")
+	return nil
+}
+
 // freeze stops every process of n's cluster with SIGSTOP, postmaster
 // first so that it starts no new one, as a hung machine or a VM paused by
 // its host; thaw lets them go on.
