@@ -88,10 +88,14 @@ func (d Direct) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	return claim, nil
 }
 
+// errNoArtifactStorage refuses the artifacts of a direct worker made
+// without storage (tests): the executor hears it at once, unspooled.
+var errNoArtifactStorage = errors.New("this worker has no artifact storage")
+
 // UploadArtifact stores r as an artifact of l's attempt.
 func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error) {
 	if d.Artifacts == nil {
-		return queue.Artifact{}, &queue.ValidationError{Field: api.ArtifactFileField, Message: "this worker has no artifact storage"}
+		return queue.Artifact{}, errNoArtifactStorage
 	}
 	a, err := d.Artifacts.Put(ctx, l, name, r)
 	var rejected *artifact.RejectedError
@@ -117,7 +121,8 @@ func transient(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
-	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve):
+	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve),
+		errors.Is(err, errNoArtifactStorage):
 		return false
 	case errors.As(err, &se):
 		return se.status >= 500 || se.status == http.StatusTooManyRequests

@@ -41,6 +41,9 @@ func (r reporter) Progress(ctx context.Context, fraction float64, message string
 // Artifact has its name and size, not yet an id); it is uploaded after
 // the attempt's earlier ones. ErrSpoolFull when the spool has no room.
 func (r reporter) Artifact(_ context.Context, name string, body io.Reader) (queue.Artifact, error) {
+	if d, ok := r.backend.(Direct); ok && d.Artifacts == nil {
+		return queue.Artifact{}, errNoArtifactStorage
+	}
 	return r.uploads.add(name, body)
 }
 
