@@ -76,14 +76,15 @@ func OpenSpool(dir string, max int64) (*Spool, error) {
 }
 
 // cleanSpool removes the directories of dir whose workers are gone: those
-// whose lock can be taken.
+// whose lock can be taken (a new-* one too: a start that died before its
+// rename; one still being made has no lock file yet, or holds it).
 func cleanSpool(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "w-") {
+		if !e.IsDir() || !(strings.HasPrefix(e.Name(), "w-") || strings.HasPrefix(e.Name(), "new-")) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
