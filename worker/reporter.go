@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 
 	"github.com/leasehold/leasehold/queue"
 )
@@ -19,16 +18,26 @@ import (
 type reporter struct {
 	backend Backend
 	lease   queue.Lease
-	log     *slog.Logger
+	jl      *jobLog
 	uploads *uploads
 }
 
-func (w *Worker) reporter(lease queue.Lease, log *slog.Logger) reporter {
-	return reporter{backend: w.backend, lease: lease, log: log, uploads: newUploads(w.backend, w.cfg.Spool, lease, log)}
+func (w *Worker) reporter(lease queue.Lease, jl *jobLog) reporter {
+	return reporter{backend: w.backend, lease: lease, jl: jl, uploads: newUploads(w.backend, w.cfg.Spool, lease, jl)}
+}
+
+// retry is retryWrite, with the job's logger made only when a write
+// failed (see jobLog).
+func (r reporter) retry(ctx context.Context, op string, write func(context.Context) error) error {
+	err := write(ctx)
+	if !transient(err) || ctx.Err() != nil {
+		return err
+	}
+	return retryWrite(ctx, r.jl.get(), op, write)
 }
 
 func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
-	err := retryWrite(ctx, r.log, "progress", func(ctx context.Context) error {
+	err := r.retry(ctx, "progress", func(ctx context.Context) error {
 		return r.backend.Progress(ctx, r.lease, fraction, message)
 	})
 	if err == nil {
@@ -49,7 +58,7 @@ func (r reporter) Artifact(_ context.Context, name string, body io.Reader) (queu
 
 func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStart, error) {
 	var start queue.EffectStart
-	err := retryWrite(ctx, r.log, "effect start", func(ctx context.Context) error {
+	err := r.retry(ctx, "effect start", func(ctx context.Context) error {
 		var err error
 		start, err = r.backend.StartEffect(ctx, r.lease, key)
 		return err
@@ -62,7 +71,7 @@ func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawM
 	if err := queue.CheckResult(result); err != nil {
 		return err
 	}
-	return retryWrite(ctx, r.log, "effect finish", func(ctx context.Context) error {
+	return r.retry(ctx, "effect finish", func(ctx context.Context) error {
 		return r.backend.FinishEffect(ctx, r.lease, key, result)
 	})
 }

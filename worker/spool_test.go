@@ -175,7 +175,7 @@ func TestUploadsInOrderThroughFailures(t *testing.T) {
 	}
 	defer spool.Close()
 	b := &flakyBackend{failures: 5, refuse: "step-03.png"}
-	u := newUploads(b, spool, queue.Lease{JobID: 1, Token: 1}, slog.New(slog.DiscardHandler))
+	u := newUploads(b, spool, queue.Lease{JobID: 1, Token: 1}, &jobLog{base: slog.New(slog.DiscardHandler)})
 	var names []string
 	for i := range 6 {
 		name := "step-0" + string(rune('1'+i)) + ".png"
@@ -205,7 +205,7 @@ func TestUploadsGiveUpBeforeTheLeaseEnds(t *testing.T) {
 	t.Parallel()
 	spool, _ := OpenSpool("", 1<<20)
 	b := &flakyBackend{failures: 1 << 30}
-	u := newUploads(b, spool, queue.Lease{JobID: 1, Token: 1}, slog.New(slog.DiscardHandler))
+	u := newUploads(b, spool, queue.Lease{JobID: 1, Token: 1}, &jobLog{base: slog.New(slog.DiscardHandler)})
 	if _, err := u.add("step-01.png", strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -28,9 +28,10 @@ type uploads struct {
 	backend Backend
 	spool   *Spool
 	lease   queue.Lease
-	log     *slog.Logger
+	jl      *jobLog
 	// ctx bounds the uploads: cancelled when the lease is lost, or when
-	// settling runs out of time.
+	// settling runs out of time. Made with the first artifact: most
+	// attempts of a busy worker have none.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -46,9 +47,20 @@ type uploads struct {
 // lostArtifact is an artifact given up, and why.
 type lostArtifact struct{ name, reason string }
 
-func newUploads(backend Backend, spool *Spool, lease queue.Lease, log *slog.Logger) *uploads {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &uploads{backend: backend, spool: spool, lease: lease, log: log, ctx: ctx, cancel: cancel}
+func newUploads(backend Backend, spool *Spool, lease queue.Lease, jl *jobLog) *uploads {
+	return &uploads{backend: backend, spool: spool, lease: lease, jl: jl}
+}
+
+func (u *uploads) log() *slog.Logger { return u.jl.get() }
+
+// stop cuts the uploads, when there are any.
+func (u *uploads) stop() {
+	u.mu.Lock()
+	cancel := u.cancel
+	u.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // add spools r and queues it for upload. A spool without room refuses it
@@ -66,6 +78,9 @@ func (u *uploads) add(name string, r io.Reader) (queue.Artifact, error) {
 		return queue.Artifact{}, queue.ErrLeaseLost
 	}
 	u.queue = append(u.queue, f)
+	if u.ctx == nil {
+		u.ctx, u.cancel = context.WithCancel(context.Background())
+	}
 	if !u.sending {
 		u.sending = true
 		u.idle = make(chan struct{})
@@ -95,20 +110,21 @@ func (u *uploads) send() {
 		}
 		f := u.queue[0]
 		u.queue = u.queue[1:]
+		ctx := u.ctx
 		u.mu.Unlock()
-		u.upload(f)
+		u.upload(ctx, f)
 	}
 }
 
 // upload sends f until it is stored, refused, or the uploads are cut.
-func (u *uploads) upload(f *spooled) {
+func (u *uploads) upload(ctx context.Context, f *spooled) {
 	defer f.remove()
-	if u.ctx.Err() != nil {
+	if ctx.Err() != nil {
 		u.giveUp(f.name, u.cutReason())
 		return
 	}
 	var stored queue.Artifact
-	err := retryWrite(u.ctx, u.log, "artifact "+f.name, func(ctx context.Context) error {
+	err := retryWrite(ctx, u.log(), "artifact "+f.name, func(ctx context.Context) error {
 		body, err := f.open()
 		if err != nil {
 			return fmt.Errorf("reading the spool: %w", err)
@@ -119,14 +135,14 @@ func (u *uploads) upload(f *spooled) {
 	})
 	switch {
 	case err == nil:
-		u.log.Debug("artifact stored", "name", f.name, "id", stored.ID, "size", stored.Size)
+		u.log().Debug("artifact stored", "name", f.name, "id", stored.ID, "size", stored.Size)
 	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound):
 		u.mu.Lock()
 		u.gone = true
 		u.mu.Unlock()
-		u.cancel()
-		u.log.Warn("artifact not stored: lease lost", "name", f.name)
-	case u.ctx.Err() != nil:
+		u.stop()
+		u.log().Warn("artifact not stored: lease lost", "name", f.name)
+	case ctx.Err() != nil:
 		u.giveUp(f.name, u.cutReason()+" (last error: "+err.Error()+")")
 	default:
 		u.giveUp(f.name, "refused: "+err.Error())
@@ -149,7 +165,7 @@ func (u *uploads) isGone() bool {
 // giveUp logs that an artifact will not be stored, and keeps it for the
 // record on the attempt.
 func (u *uploads) giveUp(name, reason string) {
-	u.log.Warn("artifact not stored", "name", name, "reason", reason)
+	u.log().Warn("artifact not stored", "name", name, "reason", reason)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.gone {
@@ -164,7 +180,7 @@ func (u *uploads) abandon() {
 	u.gone = true
 	idle := u.idle
 	u.mu.Unlock()
-	u.cancel()
+	u.stop()
 	if idle != nil {
 		<-idle
 	}
@@ -176,7 +192,7 @@ func (u *uploads) abandon() {
 // timeline, within ctx (the lease). The attempt's outcome is written
 // after it.
 func (u *uploads) settle(ctx context.Context, validUntil time.Time) {
-	defer u.cancel()
+	defer u.stop()
 	u.mu.Lock()
 	idle := u.idle
 	u.mu.Unlock()
@@ -188,7 +204,7 @@ func (u *uploads) settle(ctx context.Context, validUntil time.Time) {
 		select {
 		case <-idle:
 		case <-timer.C:
-			u.cancel()
+			u.stop()
 			<-idle
 		}
 		timer.Stop()
@@ -202,11 +218,11 @@ func (u *uploads) settle(ctx context.Context, validUntil time.Time) {
 	}
 	for _, a := range lost {
 		msg := fmt.Sprintf("artifact %s not stored: %s", a.name, a.reason)
-		err := retryWrite(ctx, u.log, "recording a lost artifact", func(ctx context.Context) error {
+		err := retryWrite(ctx, u.log(), "recording a lost artifact", func(ctx context.Context) error {
 			return u.backend.Progress(ctx, u.lease, last, msg)
 		})
 		if err != nil {
-			u.log.Warn("recording a lost artifact", "name", a.name, "err", err)
+			u.log().Warn("recording a lost artifact", "name", a.name, "err", err)
 			if errors.Is(err, queue.ErrLeaseLost) || ctx.Err() != nil {
 				return
 			}

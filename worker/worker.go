@@ -308,7 +308,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	defer stop(nil)
 	beat := w.startHeartbeat(execCtx, lease, validUntil, stop, jl)
 
-	rep := w.reporter(lease, jl.get())
+	rep := w.reporter(lease, jl)
 	result, err := w.cfg.Executor.Run(execCtx, job, rep)
 	cause := context.Cause(execCtx)
 	validUntil = beat.end()
