@@ -297,3 +297,35 @@ func TestDirectWorkerRidesOutRestartAndReadOnly(t *testing.T) {
 		t.Fatalf("no progress write met an outage: the test proved nothing\n%s", out)
 	}
 }
+
+// A worker killed while its uploads wait (the server is away) leaves them
+// in its spool directory; the next worker started on the same
+// --spool-dir removes them, since that worker's leases are gone too.
+func TestKilledWorkersSpoolIsCleanedAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	server := e.startServer()
+	spool := t.TempDir()
+	w := e.spawn("worker home-killed", []string{"--server-url", e.apiURL, "--token", e.workerToken("home-killed"),
+		"--spool-dir", spool, "--lease", "30s"})
+	id := e.submit(map[string]any{"app": "com.example.killed", "sim": map[string]any{"steps": 20, "step_ms": 300}})
+	e.eventually("the job runs", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id) >= 1
+	})
+	server.signal(t, syscall.SIGKILL)
+	_ = server.wait(t, 10*time.Second)
+	e.eventually("a screenshot waits in the spool", 10*time.Second, func() bool { return len(spoolFiles(t, spool)) > 0 })
+	w.signal(t, syscall.SIGKILL)
+	_ = w.wait(t, 10*time.Second)
+	left := spoolFiles(t, spool)
+
+	e.startWorker("next", "--artifacts", e.artifacts, "--spool-dir", spool)
+	e.eventually("the killed worker's spool is removed", 10*time.Second, func() bool {
+		for _, f := range left {
+			if _, err := os.Stat(f); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
