@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/api"
+	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -84,28 +88,46 @@ func (d Direct) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	return claim, nil
 }
 
+// errNoArtifactStorage refuses the artifacts of a direct worker made
+// without storage (tests): the executor hears it at once, unspooled.
+var errNoArtifactStorage = errors.New("this worker has no artifact storage")
+
 // UploadArtifact stores r as an artifact of l's attempt.
 func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error) {
 	if d.Artifacts == nil {
-		return queue.Artifact{}, errors.New("this worker has no artifact storage")
+		return queue.Artifact{}, errNoArtifactStorage
 	}
-	return d.Artifacts.Put(ctx, l, name, r)
+	a, err := d.Artifacts.Put(ctx, l, name, r)
+	var rejected *artifact.RejectedError
+	if errors.As(err, &rejected) || errors.Is(err, artifact.ErrTooLarge) {
+		// Refused for what it is, as the server's 400 and 413 say to a
+		// remote worker: sending it again cannot help.
+		return queue.Artifact{}, &queue.ValidationError{Field: api.ArtifactFileField, Message: err.Error()}
+	}
+	return a, err
 }
 
 // transient reports whether retrying err may succeed: the other side was
 // unreachable, restarting or overloaded, rather than refusing the write.
+// A database's own error (a direct worker's) is transient when
+// queue.Transient says it heals (a failover, a restart, a read-only
+// window), and refuses the write otherwise.
 func transient(err error) bool {
 	var (
-		se *statusError
-		ve *queue.ValidationError
+		se    *statusError
+		ve    *queue.ValidationError
+		pgErr *pgconn.PgError
 	)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
-	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve):
+	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve),
+		errors.Is(err, errNoArtifactStorage):
 		return false
 	case errors.As(err, &se):
 		return se.status >= 500 || se.status == http.StatusTooManyRequests
+	case errors.As(err, &pgErr):
+		return queue.Transient(err)
 	}
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/executor"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
@@ -26,7 +27,13 @@ func (f *fixture) remote(t *testing.T) *worker.Remote {
 	jobs := queue.NewJobNotifier(f.pool, quiet)
 	go jobs.Run(f.ctx)
 	tokens := apitoken.NewStore(f.pool)
-	srv := httptest.NewServer(web.New(web.Config{Pool: f.pool, Queue: f.client, Tokens: tokens, Jobs: jobs, ArtifactsDir: t.TempDir(), Logger: quiet}))
+	// With artifact storage: without it the server answers an upload 503,
+	// which the worker retries until the lease ends.
+	store, err := artifact.New(t.TempDir(), f.client, artifact.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.New(web.Config{Pool: f.pool, Queue: f.client, Tokens: tokens, Jobs: jobs, Artifacts: store, Logger: quiet}))
 	t.Cleanup(srv.Close)
 	secret, _, err := tokens.Create(f.ctx, "remote-worker", apitoken.RoleWorker)
 	if err != nil {

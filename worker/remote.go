@@ -185,8 +185,9 @@ func orEmpty(list []string) []string {
 }
 
 // UploadArtifact implements Backend: the file is streamed as multipart,
-// lease_token first, never held in memory. Not retried (the reader is
-// consumed); an artifact is worth less than the attempt.
+// lease_token first, never held in memory. Not retried here (the reader
+// is consumed): the worker retries from its spool (uploads), reading the
+// file again for each try.
 func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string, body io.Reader) (queue.Artifact, error) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)

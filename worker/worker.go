@@ -3,9 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -51,6 +49,9 @@ type Config struct {
 	DeviceInfo      DeviceInfoFunc
 	DeviceInfoEvery time.Duration
 	MinBattery      int
+	// Spool keeps artifacts until they are stored (see Spool); nil
+	// means one in memory of DefaultSpoolMax.
+	Spool *Spool
 }
 
 // Worker claims and runs jobs.
@@ -94,6 +95,9 @@ func New(cfg Config) *Worker {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.DeviceInfoEvery = cmp.Or(cfg.DeviceInfoEvery, deviceInfoEvery)
 	cfg.MinBattery = cmp.Or(cfg.MinBattery, queue.DefaultMinBattery)
+	if cfg.Spool == nil {
+		cfg.Spool, _ = OpenSpool("", DefaultSpoolMax) // in memory: cannot fail
+	}
 	log := cfg.Logger.With("worker", cfg.ID)
 	w := &Worker{
 		backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log,
@@ -304,20 +308,24 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	defer stop(nil)
 	beat := w.startHeartbeat(execCtx, lease, validUntil, stop, jl)
 
-	result, err := w.cfg.Executor.Run(execCtx, job, reporter{backend: w.backend, lease: lease})
+	rep := w.reporter(lease, jl)
+	result, err := w.cfg.Executor.Run(execCtx, job, rep)
 	cause := context.Cause(execCtx)
 	validUntil = beat.end()
 	free()
 	if errors.Is(cause, errLeaseLost) {
+		rep.uploads.abandon()
 		jl.get().Warn("job stopped: lease lost; writing nothing")
 		return
 	}
 
 	// Writes of the outcome must happen even while the worker shuts down,
 	// and are retried through outages for as long as the lease lasts:
-	// after that the database refuses them anyway.
+	// after that the database refuses them anyway. They wait for the
+	// attempt's uploads first (see uploads.settle).
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 	defer cancel()
+	rep.uploads.settle(ctx, validUntil)
 	var werr error
 	switch {
 	case err == nil:
@@ -373,7 +381,7 @@ func retryWrite(ctx context.Context, log *slog.Logger, op string, write func(con
 		if !transient(err) || ctx.Err() != nil {
 			return err
 		}
-		log.Warn("writing outcome failed; retrying until the lease ends", "op", op, "err", err, "retry_in", delay)
+		log.Warn("write failed; retrying until the lease ends", "op", op, "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -561,34 +569,4 @@ func (w *Worker) presence(ctx context.Context) {
 		case <-w.presenceNow: // the phone's health changed
 		}
 	}
-}
-
-type reporter struct {
-	backend Backend
-	lease   queue.Lease
-}
-
-func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
-	return r.backend.Progress(ctx, r.lease, fraction, message)
-}
-
-func (r reporter) Artifact(ctx context.Context, name string, body io.Reader) (queue.Artifact, error) {
-	return r.backend.UploadArtifact(ctx, r.lease, name, body)
-}
-
-func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStart, error) {
-	return r.backend.StartEffect(ctx, r.lease, key)
-}
-
-func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawMessage) error {
-	// Checked before sending, for both kinds of worker: a *queue.ValidationError.
-	if err := queue.CheckResult(result); err != nil {
-		return err
-	}
-	return r.backend.FinishEffect(ctx, r.lease, key, result)
-}
-
-// Effect performs fn at most once for the job under key: see RunEffect.
-func (r reporter) Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error) {
-	return RunEffect(ctx, r, key, fn)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -80,7 +81,10 @@ func run(args []string) error {
 		minBattery  = fs.Int("min-battery", queue.DefaultMinBattery, "with --device-info: claim nothing while the battery is under this percentage and not charging")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 		logLevel    slog.Level // info
+		spoolDir    = fs.String("spool-dir", defaultSpoolDir(), "where artifacts wait until the server (or the artifact store) has them; a directory of its own per worker process inside it, and what killed workers left there is removed at start")
+		spoolMax    = byteSize(worker.DefaultSpoolMax)
 	)
+	fs.Var(&spoolMax, "spool-max", "most bytes of artifacts waiting in --spool-dir (KiB, MiB, GiB or bytes); an artifact that does not fit is given up, and recorded on its attempt")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "least level logged: debug (each job's claim too), info (each job's outcome), warn or error")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
@@ -123,6 +127,12 @@ func run(args []string) error {
 		*minBattery = -1 // worker.Config's 0 is the default
 	}
 
+	spool, err := worker.OpenSpool(*spoolDir, int64(spoolMax))
+	if err != nil {
+		return fmt.Errorf("--spool-dir %s: %w", *spoolDir, err)
+	}
+	defer spool.Close()
+
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
@@ -130,7 +140,7 @@ func run(args []string) error {
 		ID: *id, Queues: cli.SplitList(*queues), Devices: cli.SplitList(*device), Concurrency: *concurrency,
 		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
 		Executor: exec, Logger: logger,
-		DeviceInfo: infoFunc, DeviceInfoEvery: *infoEvery, MinBattery: *minBattery,
+		DeviceInfo: infoFunc, DeviceInfoEvery: *infoEvery, MinBattery: *minBattery, Spool: spool,
 	}
 	var w *worker.Worker
 	if *serverURL != "" || *token != "" {
@@ -175,6 +185,15 @@ func run(args []string) error {
 		w = worker.NewDirect(pool, store, cfg)
 	}
 	return w.Run(ctx)
+}
+
+// defaultSpoolDir is leasehold/spool in the user's cache directory, or
+// ./.leasehold/spool when there is none.
+func defaultSpoolDir() string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "leasehold", "spool")
+	}
+	return filepath.Join(".leasehold", "spool")
 }
 
 // idSet reports whether --id was given (or LEASEHOLD_ID set).

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testutil"
+)
+
+// caddy is a real Caddy running deploy/Caddyfile in front of the server,
+// on plain HTTP (LEASEHOLD_DOMAIN=http://127.0.0.1:port) so that the
+// worker needs no CA; its admin endpoint is off, so that tests running
+// side by side do not share one.
+type caddy struct {
+	e    *env
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+	out  *testutil.LockedBuffer
+}
+
+func (e *env) startCaddy() *caddy {
+	e.t.Helper()
+	if _, err := exec.LookPath("caddy"); err != nil {
+		e.t.Skip("caddy is not installed")
+	}
+	shipped, err := filepath.Abs("../deploy/Caddyfile")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	dir := e.t.TempDir()
+	conf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(conf, []byte("{\n\tadmin off\n}\nimport "+shipped+"\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
+	ln.Close()
+	c.start()
+	return c
+}
+
+func (c *caddy) start() {
+	t := c.e.t
+	t.Helper()
+	c.cmd = exec.Command("caddy", "run", "--config", filepath.Join(c.dir, "Caddyfile"), "--adapter", "caddyfile")
+	c.cmd.Env = append(os.Environ(), "LEASEHOLD_DOMAIN=http://"+c.addr, "LEASEHOLD_UPSTREAM="+c.e.addr,
+		"XDG_DATA_HOME="+c.dir, "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
+	c.out = &testutil.LockedBuffer{}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting caddy: %v", err)
+	}
+	cmd, out := c.cmd, c.out
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("--- output of caddy ---\n%s", out.String())
+		}
+	})
+	c.e.eventually("caddy serves the server", 20*time.Second, func() bool {
+		resp, err := http.Get(c.url() + "/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop stops Caddy (SIGTERM, as a restart does) and waits until it is gone:
+// its port refuses connections from then on.
+func (c *caddy) stop() {
+	c.e.t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (c *caddy) url() string { return "http://" + c.addr }
+
+// artifactNames are job id's artifacts in the order they were stored.
+func (e *env) artifactNames(id int64) []string {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, "SELECT name FROM artifacts WHERE job_id = $1 ORDER BY id", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return names
+}
+
+func stepNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("step-%02d.png", i+1)
+	}
+	return names
+}
+
+// spoolFiles are the artifacts waiting in a worker's spool directory (its
+// lock files aside).
+func spoolFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != "lock" {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// Caddy restarted mid-job, in front of a remote worker: the uploads that
+// met the outage wait in the worker's spool and go again when Caddy is
+// back; the job succeeds in its one attempt with every screenshot stored,
+// in order, and the spool is empty afterwards.
+func TestCaddyRestartMidJobLosesNoScreenshot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startServer()
+	proxy := e.startCaddy()
+	spool := t.TempDir()
+	w := e.spawn("worker home-spool", []string{"--server-url", proxy.url(), "--token", e.workerToken("home-spool"),
+		"--spool-dir", spool, "--lease", "30s"})
+
+	// Each step is a screenshot, then a progress event. Stopped just
+	// after a step's progress, Caddy is away when the next step's
+	// screenshot is sent (a second later), and for 5 s.
+	const steps = 10
+	id := e.submit(map[string]any{"app": "com.example.caddy", "sim": map[string]any{"steps": steps, "step_ms": 1000}})
+	e.eventually("the job runs", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id) >= 2
+	})
+	proxy.stop()
+	time.Sleep(5 * time.Second)
+	proxy.start()
+
+	d := e.waitFor(id, 60*time.Second, client.StateSucceeded, client.StateDead)
+	if d.State != client.StateSucceeded || d.Attempt != 1 {
+		t.Fatalf("the job ended %s in attempt %d, want succeeded in its first", d.State, d.Attempt)
+	}
+	if got, want := e.artifactNames(id), stepNames(steps); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("screenshots stored %v, want %v", got, want)
+	}
+	var result struct{ Screenshots int }
+	if err := json.Unmarshal(d.Result, &result); err != nil || result.Screenshots != steps {
+		t.Fatalf("result %s, want %d screenshots", d.Result, steps)
+	}
+	if !strings.Contains(w.out.String(), "op=\"artifact step-") {
+		t.Fatalf("no upload met the outage: the test proved nothing\n%s", w.out.String())
+	}
+	if files := spoolFiles(t, spool); len(files) != 0 {
+		t.Fatalf("the spool still holds %v after the job", files)
+	}
+}
+
+// A spool too small for a screenshot: the job still succeeds, and each
+// screenshot given up is recorded on the attempt's timeline (the job's
+// API and page) with its name and why.
+func TestSpoolFullIsRecordedOnTheAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startServer()
+	spool := t.TempDir()
+	e.startWorker("spool-full", "--artifacts", e.artifacts, "--spool-dir", spool, "--spool-max", "100")
+
+	id := e.submit(map[string]any{"app": "com.example.full", "sim": map[string]any{"steps": 2, "step_ms": 50}})
+	d := e.waitFor(id, 30*time.Second, client.StateSucceeded, client.StateDead)
+	if d.State != client.StateSucceeded {
+		t.Fatalf("the job ended %s", d.State)
+	}
+	var lost []string
+	for _, ev := range d.Events {
+		var detail struct{ Message string }
+		_ = json.Unmarshal(ev.Detail, &detail)
+		if ev.Type == "progress" && strings.Contains(detail.Message, "not stored") {
+			if ev.Attempt == nil || *ev.Attempt != 1 {
+				t.Errorf("record %q not tied to attempt 1", detail.Message)
+			}
+			lost = append(lost, detail.Message)
+		}
+	}
+	want := []string{
+		"artifact step-01.png not stored: artifact spool full (100 bytes at most)",
+		"artifact step-02.png not stored: artifact spool full (100 bytes at most)",
+	}
+	if strings.Join(lost, "|") != strings.Join(want, "|") {
+		t.Fatalf("the timeline records %q, want %q", lost, want)
+	}
+	if n := len(d.Artifacts); n != 0 {
+		t.Fatalf("%d artifacts stored from a spool that holds none", n)
+	}
+	if files := spoolFiles(t, spool); len(files) != 0 {
+		t.Fatalf("the spool holds %v", files)
+	}
+}
+
+// A direct worker's job spans a fast restart of PostgreSQL and then a
+// read-only window (default_transaction_read_only, with the pool's
+// sessions terminated so that it reconnects into it): every fenced write
+// of the attempt is retried through both, and the attempt succeeds with
+// every step's progress and screenshot, in order.
+func TestDirectWorkerRidesOutRestartAndReadOnly(t *testing.T) {
+	t.Parallel()
+	cfg, url := privateCluster(t)
+	e := newEnvOn(t, url)
+	e.startServer()
+	w := e.startWorker("pg-direct", "--artifacts", e.artifacts, "--spool-dir", t.TempDir(),
+		"--lease", "30s", "--heartbeat", "1s")
+
+	const steps = 30
+	id := e.submitSoon(map[string]any{"app": "com.example.outage", "sim": map[string]any{"steps": steps, "step_ms": 300}})
+	progress := func() int {
+		return e.countSoon("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id)
+	}
+	e.eventually("the job runs", 30*time.Second, func() bool { return progress() >= 3 })
+	stopPostgres(t, cfg, "fast")
+	time.Sleep(time.Second)
+	startCluster(t, cfg)
+
+	before := progress()
+	e.eventually("the job goes on after the restart", 30*time.Second, func() bool { return progress() >= before+2 })
+	admin, err := pgx.Connect(e.ctx, strings.Replace(url, "dbname=leasehold", "dbname=postgres", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	readOnly := func(on bool) {
+		t.Helper()
+		if _, err := admin.Exec(e.ctx, fmt.Sprintf("ALTER DATABASE leasehold SET default_transaction_read_only = %t", on)); err != nil {
+			t.Fatal(err)
+		}
+		// Settings reach new sessions only: end the worker's, so that its
+		// pool reconnects into the window.
+		if _, err := admin.Exec(e.ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'leasehold' AND pid <> pg_backend_pid()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readOnly(true)
+	time.Sleep(3 * time.Second)
+	readOnly(false)
+
+	e.eventually("the job ends", 60*time.Second, func() bool {
+		return e.countSoon("SELECT count(*) FROM jobs WHERE id = $1 AND state IN ('succeeded', 'dead')", id) == 1
+	})
+	var state string
+	var attempts int
+	if err := e.pool.QueryRow(e.ctx, "SELECT state, attempt FROM jobs WHERE id = $1", id).Scan(&state, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if state != "succeeded" || attempts != 1 {
+		t.Fatalf("the job ended %s in attempt %d, want succeeded in its first", state, attempts)
+	}
+	for step := 1; step <= steps; step++ {
+		if n := e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress' AND detail->>'message' LIKE $2",
+			id, fmt.Sprintf("step %d: %%", step)); n != 1 {
+			t.Errorf("step %d has %d progress events, want 1", step, n)
+		}
+	}
+	if got, want := e.artifactNames(id), stepNames(steps); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("screenshots stored %v, want %v", got, want)
+	}
+	if out := w.out.String(); !strings.Contains(out, "op=progress") {
+		t.Fatalf("no progress write met an outage: the test proved nothing\n%s", out)
+	}
+}
+
+// A worker killed while its uploads wait (the server is away) leaves them
+// in its spool directory; the next worker started on the same
+// --spool-dir removes them, since that worker's leases are gone too.
+func TestKilledWorkersSpoolIsCleanedAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	server := e.startServer()
+	spool := t.TempDir()
+	w := e.spawn("worker home-killed", []string{"--server-url", e.apiURL, "--token", e.workerToken("home-killed"),
+		"--spool-dir", spool, "--lease", "30s"})
+	id := e.submit(map[string]any{"app": "com.example.killed", "sim": map[string]any{"steps": 20, "step_ms": 300}})
+	e.eventually("the job runs", 30*time.Second, func() bool {
+		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id) >= 1
+	})
+	server.signal(t, syscall.SIGKILL)
+	_ = server.wait(t, 10*time.Second)
+	e.eventually("a screenshot waits in the spool", 10*time.Second, func() bool { return len(spoolFiles(t, spool)) > 0 })
+	w.signal(t, syscall.SIGKILL)
+	_ = w.wait(t, 10*time.Second)
+	left := spoolFiles(t, spool)
+
+	e.startWorker("next", "--artifacts", e.artifacts, "--spool-dir", spool)
+	e.eventually("the killed worker's spool is removed", 10*time.Second, func() bool {
+		for _, f := range left {
+			if _, err := os.Stat(f); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}

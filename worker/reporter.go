@@ -1,0 +1,82 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+// reporter is the Reporter of one attempt. Its writes are retried through
+// outages (a server restarting, a database failing over or refusing
+// writes for a while: see transient) until they succeed, are refused, or
+// the executor's context ends, which the heartbeat ends before the lease
+// could have run out: the same for both kinds of worker, so that no
+// executor needs its own retries. Artifacts go through the spool and are
+// uploaded in the background (uploads).
+type reporter struct {
+	backend Backend
+	lease   queue.Lease
+	jl      *jobLog
+	uploads *uploads
+}
+
+func (w *Worker) reporter(lease queue.Lease, jl *jobLog) reporter {
+	return reporter{backend: w.backend, lease: lease, jl: jl, uploads: newUploads(w.backend, w.cfg.Spool, lease, jl)}
+}
+
+// retry is retryWrite, with the job's logger made only when a write
+// failed (see jobLog).
+func (r reporter) retry(ctx context.Context, op string, write func(context.Context) error) error {
+	err := write(ctx)
+	if !transient(err) || ctx.Err() != nil {
+		return err
+	}
+	return retryWrite(ctx, r.jl.get(), op, write)
+}
+
+func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
+	err := r.retry(ctx, "progress", func(ctx context.Context) error {
+		return r.backend.Progress(ctx, r.lease, fraction, message)
+	})
+	if err == nil {
+		r.uploads.progress(fraction)
+	}
+	return err
+}
+
+// Artifact spools body and returns once it is in the spool (the returned
+// Artifact has its name and size, not yet an id); it is uploaded after
+// the attempt's earlier ones. ErrSpoolFull when the spool has no room.
+func (r reporter) Artifact(_ context.Context, name string, body io.Reader) (queue.Artifact, error) {
+	if d, ok := r.backend.(Direct); ok && d.Artifacts == nil {
+		return queue.Artifact{}, errNoArtifactStorage
+	}
+	return r.uploads.add(name, body)
+}
+
+func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStart, error) {
+	var start queue.EffectStart
+	err := r.retry(ctx, "effect start", func(ctx context.Context) error {
+		var err error
+		start, err = r.backend.StartEffect(ctx, r.lease, key)
+		return err
+	})
+	return start, err
+}
+
+func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawMessage) error {
+	// Checked before sending, for both kinds of worker: a *queue.ValidationError.
+	if err := queue.CheckResult(result); err != nil {
+		return err
+	}
+	return r.retry(ctx, "effect finish", func(ctx context.Context) error {
+		return r.backend.FinishEffect(ctx, r.lease, key, result)
+	})
+}
+
+// Effect performs fn at most once for the job under key: see RunEffect.
+func (r reporter) Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error) {
+	return RunEffect(ctx, r, key, fn)
+}
