@@ -299,9 +299,10 @@ func TestFailoverToSynchronousStandbyLosesNothing(t *testing.T) {
 	e.startHAServer()
 	// The leases outlast the outage (kill, 2 s without a primary, the
 	// promotion) with room for a loaded machine.
-	direct := e.startWorker("ha-direct", "--concurrency", "4", "--lease", "10s", "--heartbeat", "1s", "--artifacts", e.artifacts)
+	direct := e.startWorker("ha-direct", "--concurrency", "4", "--lease", "10s", "--heartbeat", "1s", "--artifacts", e.artifacts,
+		"--spool-dir", t.TempDir())
 	remote := e.startRemoteWorker("ha-remote", e.workerToken("ha-remote"), "--id", "ha-remote",
-		"--concurrency", "4", "--lease", "10s", "--heartbeat", "1s")
+		"--concurrency", "4", "--lease", "10s", "--heartbeat", "1s", "--spool-dir", t.TempDir())
 
 	sim := map[string]any{"steps": 4, "step_ms": 300, "effect_url": effects.URL}
 	subs := e.submitUnderLoad("ha", 150*time.Millisecond, sim)
@@ -514,7 +515,7 @@ func TestFailoverToAsynchronousStandbyLosesAcknowledgedWork(t *testing.T) {
 	// A remote worker alone, so that every run again is a lost
 	// completion's (a direct one may also fail attempts in the outage).
 	e.startRemoteWorker("as-remote", e.workerToken("as-remote"), "--id", "as-remote",
-		"--concurrency", "4", "--lease", "6s", "--heartbeat", "1s")
+		"--concurrency", "4", "--lease", "6s", "--heartbeat", "1s", "--spool-dir", t.TempDir())
 	sim := map[string]any{"steps": 3, "step_ms": 200, "effect_url": effects.URL}
 	subs := e.submitUnderLoad("as", 100*time.Millisecond, sim)
 	e.eventually("jobs succeed", 30*time.Second, func() bool {
@@ -760,8 +761,9 @@ func TestReadOnlyPrimaryAnswers503AndJobsRideItOut(t *testing.T) {
 	e.startHAServer()
 	// The leases outlast the window: this is about writes refused, not
 	// about leases running out.
-	e.startWorker("ro-direct", "--lease", "30s", "--heartbeat", "1s", "--artifacts", e.artifacts)
-	e.startRemoteWorker("ro-remote", e.workerToken("ro-remote"), "--id", "ro-remote", "--lease", "30s", "--heartbeat", "1s")
+	e.startWorker("ro-direct", "--lease", "30s", "--heartbeat", "1s", "--artifacts", e.artifacts, "--spool-dir", t.TempDir())
+	e.startRemoteWorker("ro-remote", e.workerToken("ro-remote"), "--id", "ro-remote", "--lease", "30s", "--heartbeat", "1s",
+		"--spool-dir", t.TempDir())
 	sim := map[string]any{"steps": 18, "step_ms": 1000}
 	var ids []int64
 	for i := range 2 {
