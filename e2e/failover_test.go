@@ -642,6 +642,9 @@ func checkReadiness(t *testing.T, probes []httpAnswer, down, from, up time.Time,
 		t.Logf("readiness: %d probes during the outage %v, 200 again %v after the database was back",
 			len(during), statusCounts(during), ok.end.Sub(up).Round(time.Millisecond))
 	}
+	if len(during) > 0 {
+		t.Logf("readiness during the outage, first and last: %s; %s", during[0], during[len(during)-1])
+	}
 }
 
 // checkAnswers checks that each answer to a request sent during an
