@@ -294,7 +294,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		jl.get().Debug("job claimed", "kind", job.Kind)
 	}
 
-	if late := !time.Now().Before(validUntil.Add(-w.margin())); handover || late {
+	// A hand-over's lease is short by design until it is confirmed: it
+	// is never "late".
+	if late := !handover && !time.Now().Before(validUntil.Add(-w.margin())); handover || late {
 		// A hand-over runs only once the worker says it has the job; and
 		// an answer that came too late to trust its lease (held up on
 		// the network, say) is checked with the database before anything
