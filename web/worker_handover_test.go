@@ -3,7 +3,11 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // A claim answer hands its jobs over (SPEC lease rule 11): it names the
@@ -45,6 +49,46 @@ func TestWorkerClaimHandsJobsOver(t *testing.T) {
 			want(t, http.StatusOK).decode(t, &hb)
 		if hb.RemainingMs < tc.full-100 || hb.RemainingMs > tc.full {
 			t.Fatalf("claim %s: the confirming heartbeat left %d ms, want the full lease %d", tc.body, hb.RemainingMs, tc.full)
+		}
+	}
+}
+
+// A hand-over never confirmed shows on the job page as a not_delivered
+// attempt that does not count, and in the API with that outcome.
+func TestJobPageShowsANotDeliveredAttempt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	job := f.submitInvestigation(t, "com.example.notes")
+	jobs, err := f.queue.Claim(f.ctx, queue.ClaimParams{WorkerID: "phone-1", Queues: []string{"default"}, Limit: 1,
+		Lease: time.Minute, Handover: 5 * time.Second})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("handing over: %d jobs, %v", len(jobs), err)
+	}
+	// The worker is known to be gone: the hand-over ends at once.
+	if n, err := f.queue.AbandonHandovers(f.ctx, jobs); err != nil || n != 1 {
+		t.Fatalf("abandoning: %d, %v", n, err)
+	}
+	if reaped, err := f.queue.ReapExpired(f.ctx, 10); err != nil || len(reaped) != 1 {
+		t.Fatalf("reaping: %+v, %v", reaped, err)
+	}
+
+	var detail struct {
+		State           string `json:"state"`
+		CountedAttempts int32  `json:"counted_attempts"`
+		Attempts        []struct {
+			Outcome *string `json:"outcome"`
+		} `json:"attempts"`
+	}
+	f.get(t, fmt.Sprintf("/api/v1/jobs/%d", job.ID)).want(t, http.StatusOK).decode(t, &detail)
+	if detail.State != "pending" || detail.CountedAttempts != 0 || len(detail.Attempts) != 1 ||
+		detail.Attempts[0].Outcome == nil || *detail.Attempts[0].Outcome != "not_delivered" {
+		t.Fatalf("job as the API shows it: %+v", detail)
+	}
+
+	page := string(f.signIn(t, "alice").get(t, fmt.Sprintf("/jobs/%d", job.ID)).want(t, http.StatusOK).body)
+	for _, want := range []string{`class="badge outcome-not_delivered" data-testid="outcome">not_delivered<`, "0 counted against the limit"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the job page lacks %q", want)
 		}
 	}
 }
