@@ -304,3 +304,28 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// A limited claim (here, of a capped queue) hands its jobs over as the
+// fast path does.
+func TestLimitedClaimHandsOver(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	one := int32(1)
+	if _, err := f.client.PatchQueue(f.ctx, "default", queue.QueuePatch{MaxRunning: &one}, "user:tester"); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(t, jobOpts{})
+	jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{
+		WorkerID: "w1", Queues: []string{"default"}, Limit: 1, Lease: testLease, Handover: testHandover,
+	})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("handing over: %d jobs, %v", len(jobs), err)
+	}
+	if got := jobs[0].LeaseUntil.Sub(*jobs[0].HeartbeatAt); got != testHandover {
+		t.Fatalf("a limited hand-over's lease runs %s, want %s", got, testHandover)
+	}
+	n, err := f.client.AbandonHandovers(f.ctx, jobs)
+	if err != nil || n != 1 {
+		t.Fatalf("abandoned %d, %v: the limited claim's job is not marked as a hand-over", n, err)
+	}
+}
