@@ -64,3 +64,42 @@ func TestRemoteWorkerRunsNoJobWhoseConfirmIsRefused(t *testing.T) {
 			d.Attempts, d.CountedAttempts, eventTypes(d))
 	}
 }
+
+// cancelledInHandover hands its claims over, and a cancel of each job
+// comes before the worker confirms it.
+type cancelledInHandover struct {
+	worker.Direct
+}
+
+func (b cancelledInHandover) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {
+	c, err := b.Direct.Claim(ctx, p)
+	for _, j := range c.Jobs {
+		if _, cerr := b.Client.CancelOne(ctx, j.ID, "test"); cerr != nil {
+			return c, cerr
+		}
+	}
+	c.Handover = true
+	return c, err
+}
+
+// A job whose cancel the confirming heartbeat reports is never started:
+// it ends cancelled at once, rather than run until the next heartbeat.
+func TestHandoverCancelledBeforeConfirmIsNotRun(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var ran atomic.Int32
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		ran.Add(1)
+		return nil, nil
+	})
+	f.run(t, worker.Config{ID: "w", Lease: 30 * time.Second, Executor: exec,
+		Backend: cancelledInHandover{Direct: worker.Direct{Client: f.client}}, Pool: f.pool})
+	job := f.submit(t, `{}`, 1)
+	d := f.waitState(t, job.ID, queue.StateCancelled)
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the executor ran %d times for a job cancelled before it started", n)
+	}
+	if len(d.Attempts) != 1 || deref(d.Attempts[0].Outcome) != "cancelled" || d.CountedAttempts != 0 {
+		t.Fatalf("attempts %+v, %d counted; want one cancelled, uncounted", d.Attempts, d.CountedAttempts)
+	}
+}
