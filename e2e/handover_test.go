@@ -101,10 +101,12 @@ func TestStoppedRemoteWorkerBehindCaddyStrandsNoJob(t *testing.T) {
 			e.startServer()
 			e.apiURL = e.startCaddy(tc.caddyfile) // workers and the client go through Caddy
 			first := e.startRemoteWorker("phone-old", e.workerToken("phone-old"))
-			e.eventually("the first worker polls", 20*time.Second, func() bool {
-				return e.count("SELECT count(*) FROM workers WHERE id = 'phone-old'") == 1
-			})
-			time.Sleep(time.Second) // into its long poll
+			// A first job, so that the worker's next claim (its long poll)
+			// is known to be on its way: a slot claims again as soon as
+			// its executor ends, before the outcome is written.
+			warmUp := e.submit(map[string]any{"app": "com.example.warm", "sim": map[string]any{"steps": 1, "step_ms": 10}})
+			e.waitFor(warmUp, 30*time.Second, client.StateSucceeded)
+			time.Sleep(time.Second) // into its long poll, at the server
 			first.signal(t, syscall.SIGTERM)
 			if err := first.wait(t, 10*time.Second); err != nil {
 				t.Fatalf("the idle worker's exit: %v", err)
