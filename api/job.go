@@ -107,7 +107,8 @@ type Attempt struct {
 	LeaseUntil  *Time  `json:"lease_until"`
 	EndedAt     *Time  `json:"ended_at"`
 	// Outcome is nil while the attempt runs: succeeded, failed,
-	// lease_expired, cancelled or released.
+	// lease_expired, cancelled, released, or not_delivered (a hand-over
+	// to a remote worker it never confirmed; it does not count).
 	Outcome *string `json:"outcome"`
 	Error   *string `json:"error"`
 }

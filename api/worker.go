@@ -89,6 +89,13 @@ type ClaimResponse struct {
 	// worker adds it to the moment it sent the request to find a moment
 	// that cannot be later than the claim: see worker.leaseStart.
 	WaitedMs int64 `json:"waited_ms"`
+	// HandoverMs is the server's hand-over deadline (SPEC lease rule 11):
+	// every job of the answer is handed over, its lease running only
+	// this long (LeaseRemainingMs) until the worker confirms it with its
+	// first heartbeat, which gives the full lease. A worker starts a job
+	// only once that heartbeat is accepted: a hand-over never confirmed
+	// ends not_delivered, uncounted, and the job goes to another worker.
+	HandoverMs int64 `json:"handover_ms"`
 }
 
 // ClaimedJob is a job as the claim answers it: the job with its lease
@@ -97,7 +104,8 @@ type ClaimedJob struct {
 	Job
 	// LeaseRemainingMs is lease_until minus the claim statement's now(),
 	// both by the database clock, rounded down: at most the requested
-	// lease (less under a job's timeout_ms).
+	// lease (less under a job's timeout_ms), and at most the hand-over
+	// deadline until the first heartbeat (ClaimResponse.HandoverMs).
 	LeaseRemainingMs int64 `json:"lease_remaining_ms"`
 }
 

@@ -167,7 +167,7 @@ func (q *Queries) JobListPermanentlyDead(ctx context.Context, jobIds []int64) ([
 
 const jobListRecentlyDead = `-- name: JobListRecentlyDead :many
 
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs
 WHERE state = 'dead'
 ORDER BY finished_at DESC NULLS LAST, id DESC
 LIMIT $1
@@ -217,6 +217,7 @@ func (q *Queries) JobListRecentlyDead(ctx context.Context, max int32) ([]Job, er
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}

@@ -28,14 +28,14 @@ WITH target AS MATERIALIZED (
         finished_at = CASE WHEN j.state = 'pending' THEN now() END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
            jsonb_build_object('by', $5::text)
     FROM changed
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM changed ORDER BY id
 `
 
 type JobCancelParams struct {
@@ -77,6 +77,7 @@ type JobCancelRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
@@ -127,6 +128,7 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -159,16 +161,18 @@ WITH candidates AS MATERIALIZED (
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
         heartbeat_at = coalesce($1::timestamptz, now()),
         attempt_started_at = coalesce($1::timestamptz, now()),
-        lease_until = coalesce($1::timestamptz, now()) + LEAST($6::integer, j.timeout_ms) * interval '1 millisecond'
+        handover_pending = $7::integer IS NOT NULL,
+        lease_until = coalesce($1::timestamptz, now())
+                      + LEAST($6::integer, j.timeout_ms, $7::integer) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms))::text) AS sent
-    FROM claimed HAVING min(LEAST($6::integer, timeout_ms)) < $7::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms, $7::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($6::integer, timeout_ms, $7::integer)) < $8::integer
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
@@ -178,6 +182,7 @@ type JobClaimParams struct {
 	Max         int32
 	WorkerID    string
 	LeaseMs     int32
+	HandoverMs  *int32
 	WakeBelowMs int32
 }
 
@@ -212,6 +217,7 @@ type JobClaimRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
@@ -232,6 +238,13 @@ type JobClaimRow struct {
 // touches and 40 % more commits per job in the River benchmark, through
 // the plans it led to). JobClaimLimited* claim the others.
 //
+// @handover_ms is set by the worker API only (SPEC lease rule 11): the
+// job is handed over, and its lease first runs only that long (LEAST
+// ignores the NULL a direct claim passes), until the worker's first
+// heartbeat confirms it has the job; JobReapExpired ends a hand-over
+// never confirmed not_delivered. A direct claim's cost is unchanged:
+// handover_pending is in no index.
+//
 // @now is NULL but in tests, which name the time instead of sleeping
 // (here and in every lease statement below); the plan is the same.
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
@@ -242,6 +255,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 		arg.Max,
 		arg.WorkerID,
 		arg.LeaseMs,
+		arg.HandoverMs,
 		arg.WakeBelowMs,
 	)
 	if err != nil {
@@ -282,6 +296,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -343,14 +358,15 @@ WITH qfree AS MATERIALIZED (
         lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
-        lease_until = now() + LEAST($7::integer, j.timeout_ms) * interval '1 millisecond'
+        handover_pending = $8::integer IS NOT NULL,
+        lease_until = now() + LEAST($7::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms))::text) AS sent
-    FROM claimed HAVING min(LEAST($7::integer, timeout_ms)) < $8::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $8::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $8::integer)) < $9::integer
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimLimitedParams struct {
@@ -361,6 +377,7 @@ type JobClaimLimitedParams struct {
 	Max          int32
 	WorkerID     string
 	LeaseMs      int32
+	HandoverMs   *int32
 	WakeBelowMs  int32
 }
 
@@ -395,6 +412,7 @@ type JobClaimLimitedRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // The second statement of a limited claim: counts what runs now under the
@@ -407,8 +425,8 @@ type JobClaimLimitedRow struct {
 // limit), and a job held back does not hold back the others. When a job
 // is under both limits, one the queue's cap holds back still takes room
 // in its key for this claim: that errs towards claiming less, never more.
-// The claim itself is JobClaim's (same SET); the state is checked again
-// in the UPDATE, since a cancel may have come first.
+// The claim itself is JobClaim's (same SET, the same hand-over); the
+// state is checked again in the UPDATE, since a cancel may have come first.
 func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams) ([]JobClaimLimitedRow, error) {
 	rows, err := q.db.Query(ctx, jobClaimLimited,
 		arg.LockedQueues,
@@ -418,6 +436,7 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 		arg.Max,
 		arg.WorkerID,
 		arg.LeaseMs,
+		arg.HandoverMs,
 		arg.WakeBelowMs,
 	)
 	if err != nil {
@@ -458,6 +477,7 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -708,7 +728,7 @@ WITH failed AS (
     WHERE jobs.id = $4
       -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce($3::timestamptz, now()) - now()), $5, $6)
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($3::timestamptz, now()), 'failed', $1
@@ -721,7 +741,7 @@ WITH failed AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM failed
 )
-SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule FROM failed LEFT JOIN freed ON true
+SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule, failed.handover_pending FROM failed LEFT JOIN freed ON true
 `
 
 type JobFailParams struct {
@@ -764,6 +784,7 @@ type JobFailRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // Ends the attempt as failed and records it. The job goes on as
@@ -810,12 +831,13 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.Schedule,
+		&i.HandoverPending,
 	)
 	return i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM jobs WHERE id = $1
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs WHERE id = $1
 `
 
 func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
@@ -852,12 +874,13 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.Schedule,
+		&i.HandoverPending,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeys = `-- name: JobGetByIdempotencyKeys :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM jobs WHERE idempotency_key = ANY($1::text[])
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs WHERE idempotency_key = ANY($1::text[])
 `
 
 func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([]Job, error) {
@@ -900,6 +923,7 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -911,9 +935,55 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 	return items, nil
 }
 
+const jobHandoverAbandon = `-- name: JobHandoverAbandon :many
+WITH ended AS (
+    UPDATE jobs SET lease_until = now()
+    -- Tokens are unique across jobs (lease_token_seq in the high bits), so
+    -- a token of the list can be current only for the job it was given to.
+    WHERE id = ANY ($1::bigint[]) AND lease_token = ANY ($2::bigint[])
+      AND state = 'running' AND handover_pending AND lease_owner = $3::text AND lease_until > now()
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('leasehold_reaper', '') AS sent FROM ended HAVING count(*) > 0
+)
+SELECT ended.id FROM ended LEFT JOIN wake ON true ORDER BY ended.id
+`
+
+type JobHandoverAbandonParams struct {
+	Ids         []int64
+	LeaseTokens []int64
+	WorkerID    string
+}
+
+// Ends at once the hand-overs of a claim whose answer had nowhere to go
+// (the worker's request was gone by the time the claim was made): their
+// deadline becomes now, and the reaper, woken, ends each not_delivered,
+// as it would have at the hand-over deadline. Only hand-overs of these
+// tokens still unconfirmed are touched.
+func (q *Queries) JobHandoverAbandon(ctx context.Context, arg JobHandoverAbandonParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, jobHandoverAbandon, arg.Ids, arg.LeaseTokens, arg.WorkerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobHeartbeat = `-- name: JobHeartbeat :one
 UPDATE jobs
 SET heartbeat_at = coalesce($1::timestamptz, now()),
+    handover_pending = false,
     lease_until = CASE WHEN timeout_ms IS NULL THEN coalesce($1::timestamptz, now()) + lease_ms * interval '1 millisecond'
                        ELSE LEAST(coalesce($1::timestamptz, now()) + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
@@ -937,8 +1007,9 @@ type JobHeartbeatRow struct {
 
 // Extends the lease only for the current token of a running job whose
 // deadline has not passed: an expired lease is lost even before the reaper
-// gets to it. Never past the attempt's timeout. Touches no indexed column,
-// so it is a HOT update.
+// gets to it. Never past the attempt's timeout. The first heartbeat of a
+// hand-over confirms it (handover_pending), and so gives the full lease.
+// Touches no indexed column, so it is a HOT update.
 // lease_is_current compares the deadline with now(): a test that names the
 // time moves the deadline back by as much (by nothing in production).
 // remaining_ms lets the worker keep its own deadline without ever
@@ -965,7 +1036,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7,
         $10, $11, $12, $13,
         $14, $15)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
 `
 
 type JobInsertParams struct {
@@ -1043,6 +1114,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.Schedule,
+		&i.HandoverPending,
 	)
 	return i, err
 }
@@ -1061,7 +1133,7 @@ SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'paylo
        elem->>'concurrency_key', (elem->>'concurrency_limit')::integer
 FROM input ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
 `
 
 // Inserts a batch given as a JSON array of job objects, in array order;
@@ -1106,6 +1178,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -1118,8 +1191,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM (
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs
      WHERE (state <> 'running' OR ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL))
        AND ($4::job_state IS NULL OR state = $4)
        AND ($1::text IS NULL OR kind = $1)
@@ -1129,7 +1202,7 @@ SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_atte
      ORDER BY id DESC
      LIMIT $6)
     UNION ALL
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM jobs
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs
      WHERE state = 'running'
        AND NOT ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL)
        AND ($4::job_state IS NULL OR state = $4)
@@ -1204,6 +1277,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -1249,8 +1323,9 @@ func (q *Queries) JobNotify(ctx context.Context, queues string) error {
 
 const jobReapExpired = `-- name: JobReapExpired :many
 WITH expired AS MATERIALIZED (
-    SELECT id,
-           (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    SELECT id, handover_pending AS undelivered,
+           (NOT handover_pending AND timeout_ms IS NOT NULL
+            AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
     FROM jobs
     WHERE state = 'running' AND lease_until <= coalesce($1::timestamptz, now())
     ORDER BY lease_until
@@ -1258,33 +1333,39 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
-    SET counted_attempts = j.counted_attempts + 1,
-        last_error = CASE WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
+    SET counted_attempts = j.counted_attempts + CASE WHEN e.undelivered THEN 0 ELSE 1 END,
+        last_error = CASE WHEN e.undelivered THEN j.last_error
+                          WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
-        state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
-        run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
+        state = CASE WHEN NOT e.undelivered THEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts)
+                     WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END::job_state,
+        run_at = CASE WHEN e.undelivered THEN coalesce($1::timestamptz, now())
+                      WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
                       THEN coalesce($1::timestamptz, now()) + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
-        finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
-                           THEN coalesce($1::timestamptz, now()) END
+        finished_at = CASE WHEN e.undelivered AND NOT j.cancel_requested THEN NULL
+                           WHEN e.undelivered OR job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
+                           THEN coalesce($1::timestamptz, now()) END,
+        handover_pending = false
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, e.timed_out
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, e.timed_out, e.undelivered
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($1::timestamptz, now()),
-           CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
+           CASE WHEN undelivered THEN 'not_delivered' WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
+           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END
     FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'lease_expired', attempt,
+    SELECT id, CASE WHEN undelivered THEN 'not_delivered' ELSE 'lease_expired' END, attempt,
            jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until,
                               'next_state', state, 'run_at', run_at, 'timed_out', timed_out)
     FROM reaped
 ), counted AS (
-    UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
-    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
+    UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped WHERE NOT undelivered)
+    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped WHERE NOT undelivered)
 )
-SELECT id, queue, state, lease_until, coalesce($1::timestamptz, now())::timestamptz AS reaped_at FROM reaped
+SELECT id, queue, state, lease_until, undelivered, coalesce($1::timestamptz, now())::timestamptz AS reaped_at FROM reaped
 `
 
 type JobReapExpiredParams struct {
@@ -1293,16 +1374,21 @@ type JobReapExpiredParams struct {
 }
 
 type JobReapExpiredRow struct {
-	ID         int64
-	Queue      string
-	State      JobState
-	LeaseUntil *time.Time
-	ReapedAt   time.Time
+	ID          int64
+	Queue       string
+	State       JobState
+	LeaseUntil  *time.Time
+	Undelivered bool
+	ReapedAt    time.Time
 }
 
-// Takes back running jobs whose lease deadline has passed. A lease that
-// reached the attempt's timeout fails the attempt (timed_out); otherwise it
-// ends lease_expired. Both count.
+// Takes back running jobs whose lease deadline has passed. A hand-over the
+// worker never confirmed (handover_pending: no heartbeat, no outcome) ends
+// not_delivered: the worker never had the job, so nothing counts, the job
+// is due again at once (cancelled if a cancel was asked meanwhile), and
+// the failure webhook, which fires only when counted_attempts grows, stays
+// silent. Otherwise a lease that reached the attempt's timeout fails the
+// attempt (timed_out), and any other ends lease_expired; both count.
 func (q *Queries) JobReapExpired(ctx context.Context, arg JobReapExpiredParams) ([]JobReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, jobReapExpired, arg.Now, arg.Max)
 	if err != nil {
@@ -1317,6 +1403,7 @@ func (q *Queries) JobReapExpired(ctx context.Context, arg JobReapExpiredParams) 
 			&i.Queue,
 			&i.State,
 			&i.LeaseUntil,
+			&i.Undelivered,
 			&i.ReapedAt,
 		); err != nil {
 			return nil, err
@@ -1344,13 +1431,13 @@ WITH target AS MATERIALIZED (
     SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT id, 'retried', attempt, jsonb_build_object('by', $5::text)
     FROM changed
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM changed ORDER BY id
 `
 
 type JobRetryParams struct {
@@ -1392,6 +1479,7 @@ type JobRetryRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // Moves dead or cancelled jobs back to pending, due now, with a fresh budget
@@ -1442,6 +1530,7 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.Schedule,
+			&i.HandoverPending,
 		); err != nil {
 			return nil, err
 		}
@@ -1463,7 +1552,7 @@ WITH stopped AS (
     WHERE jobs.id = $2
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $3, $4)
       AND $1::attempt_outcome IN ('released', 'cancelled')
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), $1::attempt_outcome
@@ -1476,7 +1565,7 @@ WITH stopped AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM stopped
 )
-SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule FROM stopped LEFT JOIN freed ON true
+SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule, stopped.handover_pending FROM stopped LEFT JOIN freed ON true
 `
 
 type JobStopParams struct {
@@ -1517,6 +1606,7 @@ type JobStopRow struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 // Ends the current attempt without counting it: 'released' (the worker shut
@@ -1562,6 +1652,7 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.Schedule,
+		&i.HandoverPending,
 	)
 	return i, err
 }

@@ -22,6 +22,7 @@ const (
 	AttemptOutcomeLeaseExpired AttemptOutcome = "lease_expired"
 	AttemptOutcomeCancelled    AttemptOutcome = "cancelled"
 	AttemptOutcomeReleased     AttemptOutcome = "released"
+	AttemptOutcomeNotDelivered AttemptOutcome = "not_delivered"
 )
 
 func (e *AttemptOutcome) Scan(src interface{}) error {
@@ -198,6 +199,7 @@ type Job struct {
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
 	Schedule         *string
+	HandoverPending  bool
 }
 
 type JobAttempt struct {

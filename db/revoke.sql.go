@@ -25,7 +25,8 @@ SELECT id FROM ended ORDER BY id
 
 // Ends the running leases of a worker whose token was revoked: their
 // deadline becomes now, so the reaper takes the jobs back at once (each
-// attempt ends lease_expired and counts, as for a worker that vanished),
+// attempt ends lease_expired and counts, as for a worker that vanished;
+// a hand-over it had not confirmed yet ends not_delivered and does not),
 // and every fenced write of the old holder is refused from now on.
 func (q *Queries) JobLeasesEndByOwner(ctx context.Context, owner string) ([]int64, error) {
 	rows, err := q.db.Query(ctx, jobLeasesEndByOwner, owner)

@@ -136,8 +136,11 @@ func (r *Reaper) reapAll(ctx context.Context) error {
 	for {
 		reaped, err := r.client.ReapExpired(ctx, reapBatch)
 		for _, rp := range reaped {
-			r.cfg.Logger.Info("reclaimed expired lease", "job_id", rp.JobID, "next_state", rp.State,
-				"past_deadline", rp.ReapedAt.Sub(rp.LeaseUntil))
+			msg := "reclaimed expired lease"
+			if rp.NotDelivered {
+				msg = "hand-over never confirmed: not delivered, not counted"
+			}
+			r.cfg.Logger.Info(msg, "job_id", rp.JobID, "next_state", rp.State, "past_deadline", rp.ReapedAt.Sub(rp.LeaseUntil))
 			if r.cfg.OnReap != nil {
 				r.cfg.OnReap(rp)
 			}

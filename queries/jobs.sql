@@ -90,6 +90,13 @@ LIMIT @max;
 -- touches and 40 % more commits per job in the River benchmark, through
 -- the plans it led to). JobClaimLimited* claim the others.
 --
+-- @handover_ms is set by the worker API only (SPEC lease rule 11): the
+-- job is handed over, and its lease first runs only that long (LEAST
+-- ignores the NULL a direct claim passes), until the worker's first
+-- heartbeat confirms it has the job; JobReapExpired ends a hand-over
+-- never confirmed not_delivered. A direct claim's cost is unchanged:
+-- handover_pending is in no index.
+--
 -- @now is NULL but in tests, which name the time instead of sleeping
 -- (here and in every lease statement below); the plan is the same.
 WITH candidates AS MATERIALIZED (
@@ -112,14 +119,16 @@ WITH candidates AS MATERIALIZED (
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
         heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()),
         attempt_started_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-        lease_until = coalesce(sqlc.narg('now')::timestamptz, now()) + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
+        handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
+        lease_until = coalesce(sqlc.narg('now')::timestamptz, now())
+                      + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.*
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms))::text) AS sent
-    FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms)) < @wake_below_ms::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer)) < @wake_below_ms::integer
 )
 SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
 
@@ -217,8 +226,8 @@ FROM limits;
 -- limit), and a job held back does not hold back the others. When a job
 -- is under both limits, one the queue's cap holds back still takes room
 -- in its key for this claim: that errs towards claiming less, never more.
--- The claim itself is JobClaim's (same SET); the state is checked again
--- in the UPDATE, since a cancel may have come first.
+-- The claim itself is JobClaim's (same SET, the same hand-over); the
+-- state is checked again in the UPDATE, since a cancel may have come first.
 WITH qfree AS MATERIALIZED (
     SELECT s.name,
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
@@ -268,22 +277,25 @@ WITH qfree AS MATERIALIZED (
         lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
-        lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms) * interval '1 millisecond'
+        handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
+        lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
     RETURNING j.*
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms))::text) AS sent
-    FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms)) < @wake_below_ms::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer)) < @wake_below_ms::integer
 )
 SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
 
 -- name: JobHeartbeat :one
 -- Extends the lease only for the current token of a running job whose
 -- deadline has not passed: an expired lease is lost even before the reaper
--- gets to it. Never past the attempt's timeout. Touches no indexed column,
--- so it is a HOT update.
+-- gets to it. Never past the attempt's timeout. The first heartbeat of a
+-- hand-over confirms it (handover_pending), and so gives the full lease.
+-- Touches no indexed column, so it is a HOT update.
 UPDATE jobs
 SET heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    handover_pending = false,
     lease_until = CASE WHEN timeout_ms IS NULL THEN coalesce(sqlc.narg('now')::timestamptz, now()) + lease_ms * interval '1 millisecond'
                        ELSE LEAST(coalesce(sqlc.narg('now')::timestamptz, now()) + lease_ms * interval '1 millisecond',
                                   attempt_started_at + timeout_ms * interval '1 millisecond') END
@@ -387,12 +399,17 @@ WITH stopped AS (
 SELECT stopped.* FROM stopped LEFT JOIN freed ON true;
 
 -- name: JobReapExpired :many
--- Takes back running jobs whose lease deadline has passed. A lease that
--- reached the attempt's timeout fails the attempt (timed_out); otherwise it
--- ends lease_expired. Both count.
+-- Takes back running jobs whose lease deadline has passed. A hand-over the
+-- worker never confirmed (handover_pending: no heartbeat, no outcome) ends
+-- not_delivered: the worker never had the job, so nothing counts, the job
+-- is due again at once (cancelled if a cancel was asked meanwhile), and
+-- the failure webhook, which fires only when counted_attempts grows, stays
+-- silent. Otherwise a lease that reached the attempt's timeout fails the
+-- attempt (timed_out), and any other ends lease_expired; both count.
 WITH expired AS MATERIALIZED (
-    SELECT id,
-           (timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    SELECT id, handover_pending AS undelivered,
+           (NOT handover_pending AND timeout_ms IS NOT NULL
+            AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
     FROM jobs
     WHERE state = 'running' AND lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
     ORDER BY lease_until
@@ -400,33 +417,57 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
-    SET counted_attempts = j.counted_attempts + 1,
-        last_error = CASE WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
+    SET counted_attempts = j.counted_attempts + CASE WHEN e.undelivered THEN 0 ELSE 1 END,
+        last_error = CASE WHEN e.undelivered THEN j.last_error
+                          WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
                           ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
-        state = job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts),
-        run_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
+        state = CASE WHEN NOT e.undelivered THEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts)
+                     WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END::job_state,
+        run_at = CASE WHEN e.undelivered THEN coalesce(sqlc.narg('now')::timestamptz, now())
+                      WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) = 'pending'
                       THEN coalesce(sqlc.narg('now')::timestamptz, now()) + job_backoff(j.counted_attempts + 1, j.backoff_base_ms, j.backoff_max_ms) ELSE j.run_at END,
-        finished_at = CASE WHEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
-                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) END
+        finished_at = CASE WHEN e.undelivered AND NOT j.cancel_requested THEN NULL
+                           WHEN e.undelivered OR job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts) <> 'pending'
+                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) END,
+        handover_pending = false
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.*, e.timed_out
+    RETURNING j.*, e.timed_out, e.undelivered
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()),
-           CASE WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome, last_error
+           CASE WHEN undelivered THEN 'not_delivered' WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
+           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END
     FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'lease_expired', attempt,
+    SELECT id, CASE WHEN undelivered THEN 'not_delivered' ELSE 'lease_expired' END, attempt,
            jsonb_build_object('worker', lease_owner, 'lease_token', lease_token, 'lease_until', lease_until,
                               'next_state', state, 'run_at', run_at, 'timed_out', timed_out)
     FROM reaped
 ), counted AS (
-    UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped)
-    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped)
+    UPDATE job_counts SET expired_total = expired_total + (SELECT count(*) FROM reaped WHERE NOT undelivered)
+    WHERE shard = pg_backend_pid() % 64 AND EXISTS (SELECT 1 FROM reaped WHERE NOT undelivered)
 )
-SELECT id, queue, state, lease_until, coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS reaped_at FROM reaped;
+SELECT id, queue, state, lease_until, undelivered, coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS reaped_at FROM reaped;
+
+-- name: JobHandoverAbandon :many
+-- Ends at once the hand-overs of a claim whose answer had nowhere to go
+-- (the worker's request was gone by the time the claim was made): their
+-- deadline becomes now, and the reaper, woken, ends each not_delivered,
+-- as it would have at the hand-over deadline. Only hand-overs of these
+-- tokens still unconfirmed are touched.
+WITH ended AS (
+    UPDATE jobs SET lease_until = now()
+    -- Tokens are unique across jobs (lease_token_seq in the high bits), so
+    -- a token of the list can be current only for the job it was given to.
+    WHERE id = ANY (@ids::bigint[]) AND lease_token = ANY (@lease_tokens::bigint[])
+      AND state = 'running' AND handover_pending AND lease_owner = @worker_id::text AND lease_until > now()
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('leasehold_reaper', '') AS sent FROM ended HAVING count(*) > 0
+)
+SELECT ended.id FROM ended LEFT JOIN wake ON true ORDER BY ended.id;
 
 -- name: JobNextDeadline :one
 -- How long until the earliest lease deadline, and until the next

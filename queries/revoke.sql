@@ -1,7 +1,8 @@
 -- name: JobLeasesEndByOwner :many
 -- Ends the running leases of a worker whose token was revoked: their
 -- deadline becomes now, so the reaper takes the jobs back at once (each
--- attempt ends lease_expired and counts, as for a worker that vanished),
+-- attempt ends lease_expired and counts, as for a worker that vanished;
+-- a hand-over it had not confirmed yet ends not_delivered and does not),
 -- and every fenced write of the old holder is refused from now on.
 WITH ended AS (
     UPDATE jobs SET lease_until = now()

@@ -41,6 +41,33 @@ type ClaimParams struct {
 	Limit   int
 	// Lease is the lease each job gets; zero is DefaultLease.
 	Lease time.Duration
+	// Handover, when positive, hands the jobs over (SPEC lease rule 11):
+	// the claim of a worker that is not in this process, whose answer
+	// may never reach it. Each lease then runs only this long (never
+	// longer than Lease) until the worker confirms the job with its
+	// first heartbeat, which gives the full lease, or with its outcome.
+	// A hand-over never confirmed ends not_delivered: it does not count,
+	// and the job is due again at once. Zero for a direct claim.
+	Handover time.Duration
+}
+
+// Hand-over deadlines (ClaimParams.Handover): a server's is within
+// [MinHandover, MaxHandover], DefaultHandover unless configured. Long
+// enough for a worker's heartbeat to cross a slow network, short next to
+// a lease: a job nobody received waits this long to be claimed again.
+const (
+	MinHandover     = 500 * time.Millisecond
+	MaxHandover     = time.Minute
+	DefaultHandover = 5 * time.Second
+)
+
+// CheckHandover refuses a hand-over deadline outside [MinHandover,
+// MaxHandover].
+func CheckHandover(d time.Duration) error {
+	if d < MinHandover || d > MaxHandover {
+		return fmt.Errorf("hand-over deadline %s: must be between %s and %s", d, MinHandover, MaxHandover)
+	}
+	return nil
 }
 
 // Bounds of one claim statement, for a direct and a remote worker alike
@@ -120,8 +147,18 @@ func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.J
 	return db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-		Now: c.now,
+		HandoverMs: handoverMs(p.Handover, lease), Now: c.now,
 	}
+}
+
+// handoverMs is a claim's hand-over deadline as the claim statements take
+// it: nil for none (a direct claim), never more than the lease.
+func handoverMs(handover, lease time.Duration) *int32 {
+	if handover <= 0 {
+		return nil
+	}
+	ms := int32(max(min(handover, lease), time.Millisecond) / time.Millisecond)
+	return &ms
 }
 
 // claimFree is the fast path: jobs no limit applies to.

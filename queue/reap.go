@@ -28,6 +28,10 @@ type Reaped struct {
 	State      State // pending, dead or cancelled
 	LeaseUntil time.Time
 	ReapedAt   time.Time
+	// NotDelivered says the lease was a hand-over its worker never
+	// confirmed (SPEC lease rule 11): the attempt ended not_delivered and
+	// did not count.
+	NotDelivered bool
 }
 
 // ReapExpired takes back up to limit expired leases, by the database
@@ -41,7 +45,7 @@ func (c *Client) ReapExpired(ctx context.Context, limit int32) ([]Reaped, error)
 	out := make([]Reaped, 0, len(rows))
 	queues := map[string]bool{}
 	for _, row := range rows {
-		rp := Reaped{JobID: row.ID, Queue: row.Queue, State: State(row.State), ReapedAt: row.ReapedAt}
+		rp := Reaped{JobID: row.ID, Queue: row.Queue, State: State(row.State), ReapedAt: row.ReapedAt, NotDelivered: row.Undelivered}
 		if row.LeaseUntil != nil {
 			rp.LeaseUntil = *row.LeaseUntil
 		}
@@ -56,6 +60,26 @@ func (c *Client) ReapExpired(ctx context.Context, limit int32) ([]Reaped, error)
 		}
 	}
 	return out, nil
+}
+
+// AbandonHandovers ends at once the hand-overs of jobs, just claimed by a
+// worker whose request is gone (its answer cannot be sent): the reaper
+// ends each not_delivered, as at the hand-over deadline (SPEC lease rule
+// 11), and the jobs are due again. Jobs whose hand-over was confirmed or
+// has ended are left alone. It returns how many it ended.
+func (c *Client) AbandonHandovers(ctx context.Context, jobs []Job) (int, error) {
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	p := db.JobHandoverAbandonParams{Ids: make([]int64, len(jobs)), LeaseTokens: make([]int64, len(jobs)), WorkerID: *jobs[0].LeaseOwner}
+	for i, j := range jobs {
+		p.Ids[i], p.LeaseTokens[i] = j.ID, j.LeaseToken
+	}
+	ended, err := c.q.JobHandoverAbandon(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("abandoning hand-overs: %w", err)
+	}
+	return len(ended), nil
 }
 
 // NextDeadlines is how long until the earliest lease ends and until the

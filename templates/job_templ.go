@@ -30,8 +30,8 @@ type JobPageView struct {
 	Attempt, MaxAttempts                int32
 	// CountedAttempts are those that count against MaxAttempts (failed or
 	// lease expired since the last manual retry). CountedDiffers says that
-	// "attempt n" overstates them: some attempts were released or
-	// cancelled, or the job was retried by hand.
+	// "attempt n" overstates them: some attempts were released,
+	// cancelled or not delivered, or the job was retried by hand.
 	CountedAttempts int32
 	CountedDiffers  bool
 	// LeaseOwner and LeaseUntil are set while the job runs.

@@ -22,6 +22,7 @@ type Metrics struct {
 	registry     *prometheus.Registry
 	reclaimDelay prometheus.Histogram
 	reaped       *prometheus.CounterVec
+	notDelivered prometheus.Counter
 	webhooks     webhookMetrics
 }
 
@@ -42,13 +43,17 @@ func NewMetrics(q *queue.Client) *Metrics {
 			Name: "leasehold_reaped_total",
 			Help: "Jobs reclaimed from expired leases by this process's reaper, by the state they went to.",
 		}, []string{"next_state"}),
+		notDelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_not_delivered_total",
+			Help: "Hand-overs to remote workers never confirmed, taken back by this process's reaper uncounted (not in leasehold_reaped_total).",
+		}),
 	}
 	for _, st := range []queue.State{queue.StatePending, queue.StateDead, queue.StateCancelled} {
 		m.reaped.WithLabelValues(string(st)) // present at 0 before the first reclaim
 	}
 	m.webhooks = newWebhookMetrics(q)
 	m.registry.MustRegister(
-		m.reclaimDelay, m.reaped, newCountsCollector(q),
+		m.reclaimDelay, m.reaped, m.notDelivered, newCountsCollector(q),
 		m.webhooks.deliveries, m.webhooks.givenUp, m.webhooks.pending,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -58,7 +63,11 @@ func NewMetrics(q *queue.Client) *Metrics {
 
 // ObserveReap records one reclaimed lease; the server's reaper calls it.
 func (m *Metrics) ObserveReap(r queue.Reaped) {
-	m.reaped.WithLabelValues(string(r.State)).Inc()
+	if r.NotDelivered {
+		m.notDelivered.Inc()
+	} else {
+		m.reaped.WithLabelValues(string(r.State)).Inc()
+	}
 	m.reclaimDelay.Observe(max(r.ReapedAt.Sub(r.LeaseUntil), 0).Seconds())
 }
 

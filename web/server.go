@@ -61,6 +61,9 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (LEASEHOLD_TRUSTED_PROXIES); none: the TCP peer is.
 	TrustedProxies []netip.Prefix
+	// Handover is the hand-over deadline of remote workers' claims (SPEC
+	// lease rule 11, LEASEHOLD_HANDOVER); zero is queue.DefaultHandover.
+	Handover time.Duration
 }
 
 // server holds the dependencies of every handler.
@@ -112,7 +115,7 @@ func New(cfg Config) *echo.Echo {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
 	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Logger: s.logger})
-	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs})
+	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs, Handover: cfg.Handover})
 	s.dashboard = dashboard.New(dashboard.Config{
 		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
 		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive,

@@ -48,6 +48,10 @@ type Claim struct {
 	// long poll's wait): never more than that, so the claim's moment is
 	// at least the request's send time plus Waited. Zero for Direct.
 	Waited time.Duration
+	// Handover says the jobs were handed over (SPEC lease rule 11; every
+	// claim of Remote): the worker confirms each with a heartbeat before
+	// it starts it, and runs none whose confirmation is refused.
+	Handover bool
 }
 
 // ClaimedJob is a job just leased.

@@ -24,6 +24,13 @@ import (
 // with a worker token named "remote-worker".
 func (f *fixture) remote(t *testing.T) *worker.Remote {
 	t.Helper()
+	return f.remoteHandover(t, 0)
+}
+
+// remoteHandover is remote with the server's hand-over deadline
+// (zero: the default).
+func (f *fixture) remoteHandover(t *testing.T, handover time.Duration) *worker.Remote {
+	t.Helper()
 	jobs := queue.NewJobNotifier(f.pool, quiet)
 	go jobs.Run(f.ctx)
 	tokens := apitoken.NewStore(f.pool)
@@ -33,7 +40,7 @@ func (f *fixture) remote(t *testing.T) *worker.Remote {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(web.New(web.Config{Pool: f.pool, Queue: f.client, Tokens: tokens, Jobs: jobs, Artifacts: store, Logger: quiet}))
+	srv := httptest.NewServer(web.New(web.Config{Pool: f.pool, Queue: f.client, Tokens: tokens, Jobs: jobs, Artifacts: store, Logger: quiet, Handover: handover}))
 	t.Cleanup(srv.Close)
 	secret, _, err := tokens.Create(f.ctx, "remote-worker", apitoken.RoleWorker)
 	if err != nil {

@@ -100,7 +100,9 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 	if err := r.call(ctx, http.MethodPost, api.ClaimPath, body, &out, false); err != nil {
 		return Claim{}, err
 	}
-	claim := Claim{Jobs: make([]ClaimedJob, len(out.Jobs)), Waited: time.Duration(max(out.WaitedMs, 0)) * time.Millisecond}
+	// Handed over whatever the server says: confirming costs a heartbeat,
+	// and a server from before hand-overs (handover_ms 0) takes it too.
+	claim := Claim{Jobs: make([]ClaimedJob, len(out.Jobs)), Waited: time.Duration(max(out.WaitedMs, 0)) * time.Millisecond, Handover: true}
 	for i, j := range out.Jobs {
 		job := queue.JobFromAPI(j.Job)
 		remaining := time.Duration(j.LeaseRemainingMs) * time.Millisecond

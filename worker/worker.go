@@ -173,7 +173,9 @@ func (w *Worker) Run(ctx context.Context) error {
 					var once sync.Once
 					free := func() { once.Do(func() { done <- struct{}{} }) }
 					defer free()
-					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), free)
+					// Each job in its own goroutine: the hand-overs of one
+					// claim are confirmed at once, not one after another.
+					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free)
 					w.checkDevice() // after each job
 				})
 			}
@@ -279,13 +281,14 @@ func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
 
 // run runs one job to its end and writes the outcome, unless the lease was
 // lost: then the worker writes nothing more for it. validUntil is when the
-// lease ends at the earliest, by this worker's clock.
+// lease ends at the earliest, by this worker's clock. A job handed over
+// is confirmed first (confirm), and not run at all unless that succeeds.
 //
 // free is called once the executor has ended: the slot takes its next
 // job while this one's outcome is still being written, so claims and
 // completions overlap instead of taking turns (the lease stays held, and
 // fenced, until the outcome is written).
-func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, free func()) {
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, handover bool, free func()) {
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	jl := &jobLog{base: w.log, job: job}
@@ -295,11 +298,26 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		jl.get().Debug("job claimed", "kind", job.Kind)
 	}
 
-	if !time.Now().Before(validUntil.Add(-w.margin())) {
-		// The claim's answer came too late to trust its lease (held up on
-		// the network, say): ask the database before starting anything.
-		var ok bool
-		if validUntil, ok = w.confirm(jobsCtx, lease, jl.get()); !ok {
+	// A hand-over's lease is short by design until it is confirmed: it
+	// is never "late".
+	if late := !handover && !time.Now().Before(validUntil.Add(-w.margin())); handover || late {
+		// A hand-over runs only once the worker says it has the job; and
+		// an answer that came too late to trust its lease (held up on
+		// the network, say) is checked with the database before anything
+		// starts. One renewal does both.
+		var ok, cancelled bool
+		if validUntil, cancelled, ok = w.confirm(jobsCtx, lease, late, jl); !ok {
+			return
+		}
+		if cancelled {
+			// Asked to stop before it started: end it cancelled unrun.
+			free()
+			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
+			defer cancel()
+			if err := w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr }); err != nil {
+				jl.get().Warn("writing outcome", "err", err)
+			}
+			jl.get().Info("job cancelled before it started")
 			return
 		}
 	}
@@ -395,27 +413,37 @@ func retryWrite(ctx context.Context, log *slog.Logger, op string, write func(con
 // cannot renew.
 func (w *Worker) margin() time.Duration { return min(w.cfg.Heartbeat/2, time.Second) }
 
-// confirm renews a lease whose claim answered too late for the worker to
-// count on it, before its executor starts: a renewal the database accepts
-// proves the lease is current and says how long it has. Otherwise the job
-// is left alone (nothing has run; its lease runs out and the reaper takes
-// it back).
-func (w *Worker) confirm(ctx context.Context, lease queue.Lease, log *slog.Logger) (validUntil time.Time, ok bool) {
+// confirm renews a lease before its executor starts: a job handed over
+// (SPEC lease rule 11), whose first heartbeat tells the database that the
+// worker has it, or one whose claim answered too late (late) for the
+// worker to count on its lease. A renewal the database accepts proves the
+// lease is current and says how long it has (the full lease, after a
+// hand-over's short one). Otherwise the job is left alone: nothing has
+// run, and the reaper takes it back (a hand-over not_delivered, uncounted).
+//
+// cancelled says a cancel was requested meanwhile.
+func (w *Worker) confirm(ctx context.Context, lease queue.Lease, late bool, jl *jobLog) (validUntil time.Time, cancelled, ok bool) {
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
 	defer cancel()
 	sent := time.Now()
 	res, err := w.backend.Heartbeat(callCtx, lease)
+	why := "confirming the hand-over"
+	if late {
+		why = "the claim came too late to count on its lease, and renewing it"
+	}
 	if err != nil {
-		log.Warn("the claim came too late to count on its lease, and renewing it failed: not running the job", "err", err)
-		return time.Time{}, false
+		jl.get().Warn(why+" failed: not running the job", "err", err)
+		return time.Time{}, false, false
 	}
 	validUntil = sent.Add(min(res.Remaining, w.cfg.Lease))
 	if !time.Now().Before(validUntil.Add(-w.margin())) {
-		log.Warn("the claim came too late to count on its lease: not running the job", "lease_valid_for", time.Until(validUntil))
-		return time.Time{}, false
+		jl.get().Warn("the lease is too short to start the job: not running it", "lease_valid_for", time.Until(validUntil))
+		return time.Time{}, false, false
 	}
-	log.Info("a late claim's lease confirmed by renewal", "lease_valid_for", time.Until(validUntil))
-	return validUntil, true
+	if late {
+		jl.get().Info("a late claim's lease confirmed by renewal", "lease_valid_for", time.Until(validUntil))
+	}
+	return validUntil, res.CancelRequested, true
 }
 
 // heartbeat renews the lease at once (it is called when the first renewal

@@ -83,6 +83,7 @@ func serve(args []string) error {
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
+		handover  = fs.Duration("handover", queue.DefaultHandover, "how long a job claimed over the worker API waits for its worker's first heartbeat before it is given to another worker, uncounted (0.5s to 1m)")
 	)
 	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
@@ -100,6 +101,9 @@ func serve(args []string) error {
 	webhooks, err := queue.ParseWebhookConfig(*webhookURL, *webhookSecret, *webhookEvents)
 	if err != nil {
 		return err
+	}
+	if err := queue.CheckHandover(*handover); err != nil {
+		return fmt.Errorf("--handover: %w", err)
 	}
 	logger := cli.NewLogger(*logFormat, slog.LevelInfo)
 	defer cli.FlushLog(logger)
@@ -172,6 +176,7 @@ func serve(args []string) error {
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
 		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
+		Handover: *handover,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -64,7 +64,7 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		case a.Outcome == nil:
 		case *a.Outcome == "failed" || *a.Outcome == "lease_expired":
 			counted++
-		case *a.Outcome == "released" || *a.Outcome == "cancelled":
+		case *a.Outcome == "released" || *a.Outcome == "cancelled" || *a.Outcome == "not_delivered":
 			v.CountedDiffers = true
 		}
 	}

@@ -18,7 +18,12 @@ import (
 const maxClaimWait = 30 * time.Second
 
 // Claim leases up to limit due jobs to the calling worker, with the
-// same query a direct worker uses.
+// same query a direct worker uses, each handed over (SPEC lease rule 11):
+// the answer may never reach the worker (it exited while its long poll
+// was held, a proxy kept the poll open, the connection broke), so a job
+// runs only once the worker confirms it by its first heartbeat, within
+// the hand-over deadline. A hand-over never confirmed ends not_delivered,
+// uncounted, and the job is claimable again at once.
 func (h *Handler) Claim(c echo.Context) error {
 	received := time.Now()
 	body, err := httpx.ReadBody(c, httpx.ActionBodyLimit)
@@ -38,6 +43,7 @@ func (h *Handler) Claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	p.Handover = min(h.handover, p.Lease)
 	ctx := c.Request().Context()
 	var waiter *queue.Waiter
 	if h.jobs != nil && wait > 0 {
@@ -69,7 +75,17 @@ func (h *Handler) Claim(c echo.Context) error {
 			jobs = claimed
 		}
 	}
-	out := api.ClaimResponse{Jobs: make([]api.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds()}
+	if ctx.Err() != nil && len(jobs) > 0 {
+		// The worker is gone: nobody will confirm these, and they need
+		// not wait out the hand-over deadline.
+		if _, err := h.queue.AbandonHandovers(context.WithoutCancel(ctx), jobs); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	out := api.ClaimResponse{
+		Jobs: make([]api.ClaimedJob, len(jobs)), WaitedMs: waited.Milliseconds(), HandoverMs: p.Handover.Milliseconds(),
+	}
 	for i, j := range jobs {
 		out.Jobs[i] = j.ClaimedAPI()
 	}

@@ -6,6 +6,9 @@
 package workerapi
 
 import (
+	"cmp"
+	"time"
+
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -18,6 +21,9 @@ type Config struct {
 	// Jobs, when set and running, lets claims wait for new jobs (long
 	// polling) instead of coming back empty at once.
 	Jobs *queue.JobNotifier
+	// Handover is how long a claimed job waits for its worker to confirm
+	// it (SPEC lease rule 11); zero is queue.DefaultHandover.
+	Handover time.Duration
 }
 
 // Handler serves the worker API; its exported methods are echo handlers.
@@ -26,6 +32,7 @@ type Handler struct {
 	artifacts *artifact.Store
 	jobs      *queue.JobNotifier
 	claims    *queue.ClaimGate
+	handover  time.Duration
 }
 
 // claimTurns is how many woken long polls claim at a time (queue.ClaimGate).
@@ -33,7 +40,7 @@ const claimTurns = 4
 
 // New returns the worker API's handler.
 func New(cfg Config) *Handler {
-	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs}
+	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs, handover: cmp.Or(cfg.Handover, queue.DefaultHandover)}
 	if h.jobs != nil {
 		h.claims = queue.NewClaimGate(h.jobs, claimTurns)
 	}
