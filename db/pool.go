@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,22 @@ type PoolConfig struct {
 	// use the index of the filter given and scans the whole table. The
 	// statements stay prepared: only planning is repeated.
 	CustomPlans bool
+	// ConnectTimeout bounds each connection attempt to each host of the
+	// URL (default DefaultConnectTimeout); a connect_timeout in the URL
+	// wins.
+	ConnectTimeout time.Duration
+	// StatementTimeout is the server-side statement_timeout of every
+	// connection (default DefaultStatementTimeout; negative: none); a
+	// statement_timeout in the URL wins. It cannot bound a server that is
+	// frozen: callers bound their contexts as well.
+	StatementTimeout time.Duration
 }
+
+// Defaults of PoolConfig.
+const (
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultStatementTimeout = 30 * time.Second
+)
 
 // Open returns a pool once the target database answers SELECT 1. A server
 // that accepts connections is not yet a usable database (it may still be
@@ -42,6 +58,12 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	}
 	if cfg.CustomPlans {
 		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		pcfg.ConnConfig.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout)
+	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["statement_timeout"]; !set && cfg.StatementTimeout >= 0 {
+		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout).Milliseconds())
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns

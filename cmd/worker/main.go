@@ -80,7 +80,9 @@ func run(args []string) error {
 		minBattery  = fs.Int("min-battery", queue.DefaultMinBattery, "with --device-info: claim nothing while the battery is under this percentage and not charging")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 		logLevel    slog.Level // info
+		timeouts    cli.DatabaseTimeouts
 	)
+	timeouts.Register(fs)
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "least level logged: debug (each job's claim too), info (each job's outcome), warn or error")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
@@ -159,9 +161,9 @@ func run(args []string) error {
 			defer cluster.Stop(context.Background())
 			url = cluster.URL("leasehold")
 		}
-		pool, err := db.Open(ctx, db.PoolConfig{
-			URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger,
-		})
+		pcfg := db.PoolConfig{URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger}
+		timeouts.Apply(&pcfg)
+		pool, err := db.Open(ctx, pcfg)
 		if err != nil {
 			return err
 		}
