@@ -1,12 +1,16 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
@@ -225,4 +230,180 @@ func TestStuckSubmissionIsBoundedAndRolledBack(t *testing.T) {
 		t.Fatalf("%d jobs committed after their clients were answered 503", jobs)
 	}
 	f.post(t, "/api/v1/jobs", `{"kind":"noop","idempotency_key":"one"}`).want(t, http.StatusCreated)
+}
+
+// freezer relays TCP connections to PostgreSQL and can stop relaying, as
+// a stopped (SIGSTOP) server looks to its clients: bytes sent are not
+// answered, and nothing reaches the server until it thaws. It freezes by
+// itself when a client sends marker. While frozen it closes new
+// connections at once (a frozen server would leave them unanswered): pgx's
+// cancel request, sent on a connection of its own, then fails quickly
+// instead of after its 15 s.
+type freezer struct {
+	ln     net.Listener
+	target string
+	marker []byte
+	mu     sync.Mutex
+	thaw   chan struct{} // closed while not frozen
+}
+
+func newFreezer(t *testing.T, target string, marker string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	f := &freezer{ln: ln, target: target, marker: []byte(marker), thaw: make(chan struct{})}
+	close(f.thaw)
+	go f.serve()
+	return f
+}
+
+func (f *freezer) frozen() (bool, chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thaw:
+		return false, f.thaw
+	default:
+		return true, f.thaw
+	}
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thaw:
+		f.thaw = make(chan struct{})
+	default:
+	}
+}
+
+func (f *freezer) unfreeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.thaw:
+	default:
+		close(f.thaw)
+	}
+}
+
+func (f *freezer) serve() {
+	for {
+		client, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		if frozen, _ := f.frozen(); frozen {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", f.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		go f.relay(client, server, true)
+		go f.relay(server, client, false)
+	}
+}
+
+// relay copies from src to dst, holding each chunk while frozen.
+func (f *freezer) relay(src, dst net.Conn, fromClient bool) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if fromClient && bytes.Contains(buf[:n], f.marker) {
+				f.freeze()
+			}
+			_, thaw := f.frozen()
+			<-thaw
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A submission sent to a frozen primary is answered 503 at the request
+// deadline; when the primary thaws and runs what it was sent, the
+// submission must not commit: its COMMIT was never sent. (A statement run
+// outside a transaction commits by itself, which made a job of a request
+// whose client had been told it failed.)
+func TestFrozenSubmissionRollsBack(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := dbtest.NewDatabase(t)
+	direct, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "frozen-7f3a9c"
+	proxy := newFreezer(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))), marker)
+	addr := proxy.ln.Addr().(*net.TCPAddr)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(addr.Port)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	logs := &testutil.LockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	secret, _, err := apitoken.NewStore(direct).Create(ctx, "admin", apitoken.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.New(web.Config{
+		Pool: pool, Queue: queue.NewClient(pool, logger), Tokens: apitoken.NewStore(pool), Logger: logger,
+		ArtifactsDir: t.TempDir(), Auth: auth.New(pool, logger), RequestTimeout: time.Second,
+	}))
+	defer srv.Close()
+	f := &fixture{ctx: ctx, srv: srv, admin: secret, logs: logs}
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	}()
+	f.post(t, "/api/v1/jobs", `{"kind":"noop","idempotency_key":"warm-up"}`).want(t, http.StatusCreated)
+
+	start := time.Now()
+	wantUnavailable(t, f.post(t, "/api/v1/jobs", `{"kind":"noop","idempotency_key":"`+marker+`"}`))
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("answered after %v, want about the 1 s request deadline", took)
+	}
+	if frozen, _ := proxy.frozen(); !frozen {
+		t.Fatal("the submission never reached the relay: the test froze nothing")
+	}
+	proxy.unfreeze()
+	// The server now gets what it was sent, and the client's goodbye.
+	testutil.Eventually(t, 10*time.Second, "the relayed statement ran", func() bool {
+		var n int
+		err := direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&n)
+		return err == nil && n == 0
+	})
+	time.Sleep(300 * time.Millisecond)
+	var n int
+	if err := direct.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE idempotency_key = $1`, marker).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the abandoned submission committed after its client was answered 503 (%d job)", n)
+	}
 }

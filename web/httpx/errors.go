@@ -67,13 +67,16 @@ func handleError(logger *slog.Logger, err error, c echo.Context) {
 	if status == http.StatusUnauthorized {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
 	}
-	if body.Code == api.CodeUnavailable {
+	// The database being away (not a handler's own 503, which says
+	// itself when to come back) is told to pages with a page.
+	databaseAway := status == http.StatusServiceUnavailable && !errors.As(err, new(*Error)) && Unavailable(err)
+	if databaseAway && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", retryAfter)
 	}
 	switch {
 	case c.Request().Method == http.MethodHead:
 		err = c.NoContent(status)
-	case status == http.StatusServiceUnavailable && isPage(c):
+	case databaseAway && isPage(c):
 		err = c.HTML(status, unavailablePage)
 	default:
 		err = c.JSON(status, body)
