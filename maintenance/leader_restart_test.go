@@ -3,11 +3,17 @@ package maintenance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
@@ -23,37 +29,7 @@ import (
 // more.)
 func TestRolesBackWithinASecondOfARestart(t *testing.T) {
 	t.Parallel()
-	root, err := os.MkdirTemp("", "lh-leader-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o755); err != nil { // as root, the cluster runs as postgres
-		t.Fatal(err)
-	}
-	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := func() *pgcluster.Cluster {
-		c, err := pgcluster.Start(ctx, cfg)
-		if errors.Is(err, pgcluster.ErrNoPostgres) {
-			t.Skip(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	cluster := start()
-	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
-	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := db.Migrate(pool); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg, cluster, pool := privateCluster(t)
 	reaper := maintenance.NewReaper(pool, maintenance.ReaperConfig{Logger: slog.New(slog.DiscardHandler)})
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -66,7 +42,7 @@ func TestRolesBackWithinASecondOfARestart(t *testing.T) {
 		}
 		waitFor(t, "reaper inactive with the database down", func() bool { return !reaper.Active() })
 		time.Sleep(away)
-		cluster = start()
+		cluster = startCluster(t, ctx, cfg)
 		back := time.Now()
 		for !reaper.Active() {
 			if time.Since(back) > time.Second {
@@ -79,6 +55,138 @@ func TestRolesBackWithinASecondOfARestart(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if !reaper.Active() {
 			t.Fatalf("restart %d: the reaper lost its role again after coming back", i+1)
+		}
+	}
+}
+
+// The database freezes (every process of the cluster stopped, as a hung
+// VM or SIGSTOP) for longer than a lock session's idle timeout, with two
+// processes competing for the reaper's role. Once it thaws, one of them
+// plays the role within a second, and the role then stays where it is:
+// one hand-over, not a second one seconds later.
+func TestRoleHandedOverOnceAfterAFreeze(t *testing.T) {
+	t.Parallel()
+	ctx, cfg, _, pool := privateCluster(t)
+	pool2, err := db.Open(ctx, db.PoolConfig{URL: pool.Config().ConnString(), MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool2.Close()
+	quiet := maintenance.ReaperConfig{Logger: slog.New(slog.DiscardHandler)}
+	reapers := []*maintenance.Reaper{maintenance.NewReaper(pool, quiet), maintenance.NewReaper(pool2, quiet)}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, r := range reapers {
+		go func() { _ = r.Run(rctx) }()
+	}
+	holder := func() int {
+		for i, r := range reapers {
+			if r.Active() {
+				return i
+			}
+		}
+		return -1
+	}
+	waitFor(t, "a reaper active", func() bool { return holder() >= 0 })
+
+	pids := clusterPIDs(t, cfg)
+	signal(t, pids, syscall.SIGSTOP)
+	thawed := false
+	defer func() {
+		if !thawed {
+			signal(t, pids, syscall.SIGCONT)
+		}
+	}()
+	time.Sleep(7 * time.Second) // beyond the lock sessions' 5 s idle timeout
+	signal(t, pids, syscall.SIGCONT)
+	thawed = true
+	back := time.Now()
+	for holder() < 0 || time.Since(back) < 200*time.Millisecond {
+		if time.Since(back) > time.Second && holder() < 0 {
+			t.Fatal("no reaper active within 1s of the database thawing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	first := holder()
+	t.Logf("reaper %d active %v after the thaw", first, time.Since(back).Round(time.Millisecond))
+	for time.Since(back) < 6*time.Second {
+		if h := holder(); h != first {
+			t.Fatalf("%v after the thaw the role moved from reaper %d to %d: handed over a second time", time.Since(back).Round(time.Millisecond), first, h)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// privateCluster starts a PostgreSQL cluster of the test's own, which it
+// may stop, restart and freeze without touching the machine's server, and
+// returns a migrated pool on it.
+func privateCluster(t *testing.T) (context.Context, pgcluster.Config, *pgcluster.Cluster, *pgxpool.Pool) {
+	t.Helper()
+	root, err := os.MkdirTemp("", "lh-leader-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil { // as root, the cluster runs as postgres
+		t.Fatal(err)
+	}
+	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	cluster := startCluster(t, ctx, cfg)
+	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := db.Migrate(pool); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cfg, cluster, pool
+}
+
+func startCluster(t *testing.T, ctx context.Context, cfg pgcluster.Config) *pgcluster.Cluster {
+	t.Helper()
+	c, err := pgcluster.Start(ctx, cfg)
+	if errors.Is(err, pgcluster.ErrNoPostgres) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+// clusterPIDs are the postmaster of cfg's cluster and its children.
+func clusterPIDs(t *testing.T, cfg pgcluster.Config) []int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(cfg.Dir, "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.SplitN(string(raw), "\n", 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Skipf("listing the postmaster's children: %v", err)
+	}
+	pids := []int{pid}
+	for _, f := range strings.Fields(string(children)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, c)
+		}
+	}
+	return pids
+}
+
+func signal(t *testing.T, pids []int, sig syscall.Signal) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("signalling %d: %v", pid, err)
 		}
 	}
 }
