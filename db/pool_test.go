@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/db/pgcluster"
 )
 
 // urlFor returns a postgres:// URL for database name as role user on the
@@ -143,5 +148,65 @@ func TestOpenFailsAtOnceOnAnUnknownRole(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// After the database restarts, the pool's idle connections are all dead:
+// one statement may fail on one of them, and the rest are found dead by a
+// ping before they are handed out, not by the requests that get them.
+func TestPoolAfterRestartFailsOnce(t *testing.T) {
+	t.Parallel()
+	root, err := os.MkdirTemp("", "lh-pool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil { // as root, the cluster runs as postgres
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
+	start := func() *pgcluster.Cluster {
+		c, err := pgcluster.Start(ctx, cfg)
+		if errors.Is(err, pgcluster.ErrNoPostgres) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+		return c
+	}
+	cluster := start()
+	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Six idle connections.
+	var conns []*pgxpool.Conn
+	for range 6 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	failed := 0
+	for range 10 {
+		if _, err := db.New(pool).Ping(ctx); err != nil {
+			failed++
+		}
+	}
+	if failed > 1 {
+		t.Fatalf("%d of 10 statements failed after the restart, want at most 1", failed)
 	}
 }
