@@ -32,8 +32,8 @@ type readyBody struct {
 }
 
 // healthReady answers 200 only when the target database answers and
-// accepts writes, its schema is at this build's version, and artifact storage is writable;
-// otherwise 503, naming each part that failed.
+// accepts writes, its schema is at this build's version, and artifact
+// storage is writable; otherwise 503, naming each part that failed.
 func (s *server) healthReady(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()

@@ -77,7 +77,7 @@ func handleError(logger *slog.Logger, err error, c echo.Context) {
 	case c.Request().Method == http.MethodHead:
 		err = c.NoContent(status)
 	case databaseAway && isPage(c):
-		err = c.HTML(status, unavailablePage)
+		err = c.HTML(status, unavailablePage(c.Request().Method == http.MethodGet))
 	default:
 		err = c.JSON(status, body)
 	}
@@ -128,15 +128,21 @@ const retryAfter = "1"
 func Unavailable(err error) bool { return queue.Unavailable(err) }
 
 // unavailablePage is a page's answer while the database is unavailable:
-// plain, since the page's own data could not be read, and reloading
-// itself.
-const unavailablePage = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
+// plain, since the page's own data could not be read. A page that was
+// asked for (GET) reloads itself; a form sent is not sent again unasked.
+func unavailablePage(reload bool) string {
+	refresh, again := "", "Go back and send it again in a few seconds."
+	if reload {
+		refresh, again = `<meta http-equiv="refresh" content="2">`, "This page tries again in a few seconds."
+	}
+	return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8">` + refresh + `
 <title>Unavailable for a moment · Leasehold</title></head>
 <body><h1>Unavailable for a moment</h1>
-<p>The database is not answering or not taking writes (a restart or a failover). This page tries again in a few seconds.</p>
+<p>The database is not answering or not taking writes (a restart or a failover). ` + again + `</p>
 </body></html>
 `
+}
 
 // statusClientClosed answers a request whose client went away (nginx's 499).
 const statusClientClosed = 499
