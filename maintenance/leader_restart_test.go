@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
 	"github.com/leasehold/leasehold/maintenance"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // The database restarts, several times, as in a day of failovers: each
@@ -38,15 +39,28 @@ func TestRolesBackWithinASecondOfARestart(t *testing.T) {
 	// Two processes compete for the role, as two servers do.
 	holder := runReapers(t, ctx, pool, pool2)
 	waitFor(t, "a reaper active", func() bool { return holder() >= 0 })
+	// The server's listener for long polls and live pages comes back too.
+	jobs := queue.NewJobNotifier(pool, slog.New(slog.DiscardHandler))
+	nctx, stopJobs := context.WithCancel(ctx)
+	defer stopJobs()
+	go jobs.Run(nctx)
 
 	for i, away := range []time.Duration{3 * time.Second, time.Second, 4 * time.Second} {
 		if err := cluster.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Woken by the listener's next connection: it publishes to all.
+		waiter := jobs.Waiter()
 		waitFor(t, "reapers inactive with the database down", func() bool { return holder() < 0 })
 		time.Sleep(away)
 		cluster = startCluster(t, ctx, cfg)
 		back := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := waiter.Wait(wctx, []string{"default"})
+		cancel()
+		if err != nil {
+			t.Fatalf("restart %d (away %v): the job listener was not back within 1s: %v", i+1, away, err)
+		}
 		for holder() < 0 {
 			if time.Since(back) > time.Second {
 				t.Fatalf("restart %d (away %v): no reaper back within 1s of the database", i+1, away)
