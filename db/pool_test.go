@@ -210,3 +210,57 @@ func TestPoolAfterRestartFailsOnce(t *testing.T) {
 		t.Fatalf("%d of 10 statements failed after the restart, want at most 1", failed)
 	}
 }
+
+// Pools bound every statement (statement_timeout), and say so on their
+// connections; migrations, which may rewrite large tables, are not
+// bounded: a schema built under a 1 ms bound still builds.
+func TestStatementTimeoutSparesMigrations(t *testing.T) {
+	t.Parallel()
+	admin := dbtest.AdminURL(t)
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("lh_bounded_%d", time.Now().UnixNano())
+	if err := adminExec(t, admin, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := adminExec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping the database: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := db.Open(ctx, db.PoolConfig{URL: urlFor(t, admin, cfg.User, name), StatementTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var setting string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('statement_timeout')").Scan(&setting); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "1ms" {
+		t.Errorf("statement_timeout = %q, want 1ms", setting)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_sleep(0.05)"); err == nil {
+		t.Error("a 50 ms statement ran under a 1 ms statement_timeout")
+	}
+	if err := db.Migrate(pool); err != nil {
+		t.Fatalf("migrating under a 1 ms statement_timeout: %v", err)
+	}
+
+	// The defaults, and a URL's own setting, which wins.
+	def, err := db.Open(ctx, db.PoolConfig{URL: urlFor(t, admin, cfg.User, name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if err := def.QueryRow(ctx, "SELECT current_setting('statement_timeout')").Scan(&setting); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "30s" || def.Config().ConnConfig.ConnectTimeout != db.DefaultConnectTimeout {
+		t.Errorf("defaults: statement_timeout %q, connect timeout %v", setting, def.Config().ConnConfig.ConnectTimeout)
+	}
+}
