@@ -10,8 +10,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,13 +76,30 @@ type Token struct {
 
 // Store keeps tokens in PostgreSQL.
 type Store struct {
-	q *db.Queries
+	q      *db.Queries
+	logger *slog.Logger
+	// touched is when this process last tried to record each token's use
+	// (token ID -> time.Time), so that a database refusing writes is not
+	// asked on every request.
+	touched sync.Map
 }
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{q: db.New(pool)}
+	return &Store{q: db.New(pool), logger: slog.Default()}
 }
+
+// SetLogger makes s log to logger (default slog.Default()).
+func (s *Store) SetLogger(logger *slog.Logger) { s.logger = logger }
+
+// Recording a token's use is bookkeeping: it is tried at most once every
+// touchEvery per token and process, and given up after touchTimeout, so
+// that a database that refuses or stalls writes cannot fail or hold the
+// request it authenticates.
+const (
+	touchEvery   = time.Minute
+	touchTimeout = time.Second
+)
 
 // Create issues a new token and returns its secret, which is not kept and
 // cannot be shown again.
@@ -124,7 +143,8 @@ func (s *Store) Ensure(ctx context.Context, name string, role Role, secret strin
 }
 
 // Authenticate returns the active token whose secret this is, and records
-// that it was used (at most once a minute, to keep authentication cheap).
+// that it was used (at most once a minute, to keep authentication cheap;
+// see touch: failing to record it fails nothing).
 func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) {
 	if secret == "" || len(secret) > maxSecretLen {
 		return Token{}, ErrInvalid
@@ -136,10 +156,24 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) 
 	if err != nil {
 		return Token{}, fmt.Errorf("looking up token: %w", err)
 	}
-	if err := s.q.TokenTouch(ctx, row.ID); err != nil {
-		return Token{}, fmt.Errorf("recording token use: %w", err)
-	}
+	s.touch(ctx, row.ID)
 	return toToken(row), nil
+}
+
+// touch records that token id was used, unless this process tried within
+// touchEvery. A failure is logged, never returned: a read-only database
+// still serves reads.
+func (s *Store) touch(ctx context.Context, id int64) {
+	now := time.Now()
+	if last, ok := s.touched.Load(id); ok && now.Sub(last.(time.Time)) < touchEvery {
+		return
+	}
+	s.touched.Store(id, now)
+	ctx, cancel := context.WithTimeout(ctx, touchTimeout)
+	defer cancel()
+	if err := s.q.TokenTouch(ctx, id); err != nil {
+		s.logger.Warn("recording token use", "token_id", id, "err", err)
+	}
 }
 
 // List returns every token, revoked ones included, oldest first.

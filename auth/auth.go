@@ -162,6 +162,9 @@ func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, passw
 	return token, Session{UserID: user.ID, Username: user.Username, CSRFToken: csrf}, nil
 }
 
+// sessionTouchTimeout bounds the renewal of a session's expiry.
+const sessionTouchTimeout = time.Second
+
 // Session returns the live session of token, renewing its expiry.
 func (s *Service) Session(ctx context.Context, token string) (Session, error) {
 	if token == "" || len(token) > 128 {
@@ -177,8 +180,13 @@ func (s *Service) Session(ctx context.Context, token string) (Session, error) {
 	}
 	// Renewed at most once a minute: pages poll every few seconds, and
 	// a read should stay a read.
+	// A database that refuses or stalls writes must not fail or hold the
+	// page: the renewal is given up after sessionTouchTimeout.
 	if row.TouchDue {
-		if err := s.q.SessionTouch(ctx, db.SessionTouchParams{TokenHash: h, TtlS: int32(SessionTTL / time.Second)}); err != nil {
+		tctx, cancel := context.WithTimeout(ctx, sessionTouchTimeout)
+		err := s.q.SessionTouch(tctx, db.SessionTouchParams{TokenHash: h, TtlS: int32(SessionTTL / time.Second)})
+		cancel()
+		if err != nil {
 			s.logger.Warn("renewing session", "err", err)
 		}
 	}

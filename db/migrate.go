@@ -1,8 +1,10 @@
 package db
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -30,13 +32,16 @@ func NewMigrator(pool *pgxpool.Pool) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading migrations: %w", err)
 	}
-	driver, err := pgxmigrate.WithInstance(stdlib.OpenDBFromPool(pool), &pgxmigrate.Config{})
+	// The database/sql handle holds pool connections until it is closed,
+	// and a pool with connections out never finishes closing.
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	driver, err := pgxmigrate.WithInstance(sqlDB, &pgxmigrate.Config{})
 	if err != nil {
-		return nil, fmt.Errorf("opening migration driver: %w", err)
+		return nil, fmt.Errorf("opening migration driver: %w", errors.Join(err, sqlDB.Close()))
 	}
 	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
 	if err != nil {
-		return nil, fmt.Errorf("preparing migrations: %w", err)
+		return nil, fmt.Errorf("preparing migrations: %w", errors.Join(err, driver.Close()))
 	}
 	return &Migrator{m: m}, nil
 }
@@ -83,9 +88,32 @@ func (mg *Migrator) Close() error {
 	return errors.Join(srcErr, dbErr)
 }
 
+// closeSoon closes pool, waiting for it a few seconds at most: when
+// golang-migrate's driver fails to open it keeps the connection it took,
+// and a pool with a connection out never finishes closing.
+func closeSoon(pool *pgxpool.Pool) {
+	done := make(chan struct{})
+	go func() { pool.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
 // Migrate applies every pending migration to pool's database.
+//
+// Migrations may rewrite large tables: they run on connections of their
+// own without the pool's statement_timeout (PoolConfig.StatementTimeout).
 func Migrate(pool *pgxpool.Pool) error {
-	mg, err := NewMigrator(pool)
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	cfg.MinConns, cfg.MaxConns = 0, 2
+	unbounded, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return fmt.Errorf("opening a pool for migrations: %w", err)
+	}
+	defer closeSoon(unbounded)
+	mg, err := NewMigrator(unbounded)
 	if err != nil {
 		return err
 	}

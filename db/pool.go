@@ -1,12 +1,15 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -25,7 +28,22 @@ type PoolConfig struct {
 	// use the index of the filter given and scans the whole table. The
 	// statements stay prepared: only planning is repeated.
 	CustomPlans bool
+	// ConnectTimeout bounds each connection attempt to each host of the
+	// URL (default DefaultConnectTimeout); a connect_timeout in the URL
+	// wins.
+	ConnectTimeout time.Duration
+	// StatementTimeout is the server-side statement_timeout of every
+	// connection (default DefaultStatementTimeout; negative: none); a
+	// statement_timeout in the URL wins. It cannot bound a server that is
+	// frozen: callers bound their contexts as well.
+	StatementTimeout time.Duration
 }
+
+// Defaults of PoolConfig.
+const (
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultStatementTimeout = 30 * time.Second
+)
 
 // Open returns a pool once the target database answers SELECT 1. A server
 // that accepts connections is not yet a usable database (it may still be
@@ -43,6 +61,12 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	if cfg.CustomPlans {
 		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		pcfg.ConnConfig.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout)
+	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["statement_timeout"]; !set && cfg.StatementTimeout >= 0 {
+		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout).Milliseconds())
+	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}
@@ -50,8 +74,19 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	// out, and PostgreSQL counts each ping as a transaction: an idle server
 	// and worker made more pings than statements. A connection broken
 	// while idle still fails its first query, which every caller retries.
+	//
+	// After an outage (a restart, a failover) every idle connection is
+	// dead, and each would fail one request. So once a statement has lost
+	// its connection, every connection idle since before that is pinged
+	// before it is handed out: a dead one fails its ping, not a request,
+	// and the pool takes another.
+	var lost atomic.Int64 // time.Time.UnixNano of the last connection lost
+	if pcfg.ConnConfig.Tracer == nil {
+		pcfg.ConnConfig.Tracer = lostTracer{lost: &lost}
+	}
 	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
-		return p.IdleDuration > time.Minute
+		idleSince := time.Now().Add(-p.IdleDuration).UnixNano()
+		return p.IdleDuration > time.Minute || idleSince <= lost.Load()
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -66,6 +101,19 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	return pool, nil
+}
+
+// lostTracer records when a statement ended with its connection closed.
+type lostTracer struct{ lost *atomic.Int64 }
+
+func (lostTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (t lostTracer) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err != nil && conn.IsClosed() {
+		t.lost.Store(time.Now().UnixNano())
+	}
 }
 
 // WaitReady blocks until SELECT 1 succeeds on the pool's database, ctx

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/db/pgcluster"
 )
 
 // urlFor returns a postgres:// URL for database name as role user on the
@@ -143,5 +148,119 @@ func TestOpenFailsAtOnceOnAnUnknownRole(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// After the database restarts, the pool's idle connections are all dead:
+// one statement may fail on one of them, and the rest are found dead by a
+// ping before they are handed out, not by the requests that get them.
+func TestPoolAfterRestartFailsOnce(t *testing.T) {
+	t.Parallel()
+	root, err := os.MkdirTemp("", "lh-pool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil { // as root, the cluster runs as postgres
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
+	start := func() *pgcluster.Cluster {
+		c, err := pgcluster.Start(ctx, cfg)
+		if errors.Is(err, pgcluster.ErrNoPostgres) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+		return c
+	}
+	cluster := start()
+	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Six idle connections.
+	var conns []*pgxpool.Conn
+	for range 6 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	failed := 0
+	for range 10 {
+		if _, err := db.New(pool).Ping(ctx); err != nil {
+			failed++
+		}
+	}
+	if failed > 1 {
+		t.Fatalf("%d of 10 statements failed after the restart, want at most 1", failed)
+	}
+}
+
+// Pools bound every statement (statement_timeout), and say so on their
+// connections; migrations, which may rewrite large tables, are not
+// bounded: a schema built under a 1 ms bound still builds.
+func TestStatementTimeoutSparesMigrations(t *testing.T) {
+	t.Parallel()
+	admin := dbtest.AdminURL(t)
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("lh_bounded_%d", time.Now().UnixNano())
+	if err := adminExec(t, admin, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := adminExec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping the database: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := db.Open(ctx, db.PoolConfig{URL: urlFor(t, admin, cfg.User, name), StatementTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var setting string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('statement_timeout')").Scan(&setting); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "1ms" {
+		t.Errorf("statement_timeout = %q, want 1ms", setting)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_sleep(0.05)"); err == nil {
+		t.Error("a 50 ms statement ran under a 1 ms statement_timeout")
+	}
+	if err := db.Migrate(pool); err != nil {
+		t.Fatalf("migrating under a 1 ms statement_timeout: %v", err)
+	}
+
+	// The defaults, and a URL's own setting, which wins.
+	def, err := db.Open(ctx, db.PoolConfig{URL: urlFor(t, admin, cfg.User, name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if err := def.QueryRow(ctx, "SELECT current_setting('statement_timeout')").Scan(&setting); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "30s" || def.Config().ConnConfig.ConnectTimeout != db.DefaultConnectTimeout {
+		t.Errorf("defaults: statement_timeout %q, connect timeout %v", setting, def.Config().ConnConfig.ConnectTimeout)
 	}
 }

@@ -197,3 +197,23 @@ func (q *Queries) WorkerSeen(ctx context.Context, arg WorkerSeenParams) error {
 	)
 	return err
 }
+
+const writableCheck = `-- name: WritableCheck :one
+SELECT pg_is_in_recovery()::boolean AS in_recovery,
+       (current_setting('transaction_read_only') = 'on')::boolean AS read_only
+`
+
+type WritableCheckRow struct {
+	InRecovery bool
+	ReadOnly   bool
+}
+
+// Readiness: whether this session could write. A standby is in recovery;
+// default_transaction_read_only (ALTER SYSTEM, ALTER DATABASE, a session's
+// SET) makes every transaction read-only.
+func (q *Queries) WritableCheck(ctx context.Context) (WritableCheckRow, error) {
+	row := q.db.QueryRow(ctx, writableCheck)
+	var i WritableCheckRow
+	err := row.Scan(&i.InRecovery, &i.ReadOnly)
+	return i, err
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // A role that exactly one process of a database plays at a time (the
@@ -64,28 +66,73 @@ func (l *leader) Role() string { return l.role }
 // Active reports whether this process holds the role now.
 func (l *leader) Active() bool { return l.active.Load() }
 
+// Reconnecting: a database that comes back (a restart, a promoted
+// standby) must find every role played again within a second, so the
+// retries of a role's session never wait more than leaderRetryMax. A
+// role's work that fails because the database is unavailable for now
+// (queue.Unavailable) is retried on the same lock session, as soon:
+// after an outage the pool still holds connections that died with the
+// old server, and each fails once; ending the session for it handed the
+// role to another process a second time, seconds after the first.
+const (
+	leaderRetryMin = 25 * time.Millisecond
+	leaderRetryMax = 250 * time.Millisecond
+)
+
 // run plays the role until ctx ends: it waits for the role, runs fn while
 // the role is held, and takes the role again after errors, with backoff.
 func (l *leader) run(ctx context.Context, fn func(context.Context) error) error {
-	delay := 100 * time.Millisecond
+	retry := backoff{}
 	for {
+		held := false
 		err := lead(ctx, l.pool, l.role, func(ctx context.Context) error {
 			// Active from the moment the role is held: the hand-over is done.
+			held = true
 			l.active.Store(true)
 			defer l.active.Store(false)
-			return fn(ctx)
+			return l.work(ctx, fn)
 		})
 		if ctx.Err() != nil {
 			return nil
 		}
+		if held {
+			retry = backoff{} // a session that played the role starts afresh
+		}
+		delay := retry.next()
 		l.logger.Warn(l.role+" session ended", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// work runs fn while the role is held, again after each error that heals
+// (queue.Unavailable); any other error ends the session.
+func (l *leader) work(ctx context.Context, fn func(context.Context) error) error {
+	retry := backoff{}
+	for {
+		err := fn(ctx)
+		if ctx.Err() != nil || !queue.Unavailable(err) {
+			return err
+		}
+		delay := retry.next()
+		l.logger.Warn(l.role+" failed, database unavailable", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+// backoff doubles from leaderRetryMin to leaderRetryMax.
+type backoff struct{ delay time.Duration }
+
+func (b *backoff) next() time.Duration {
+	b.delay = min(max(2*b.delay, leaderRetryMin), leaderRetryMax)
+	return b.delay
 }
 
 // lead waits until this process holds role, then runs fn with a context
@@ -113,7 +160,10 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role string, fn func(context.
 	key := leaderKey(role)
 	for {
 		var held bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&held); err != nil {
+		tctx, cancel := context.WithTimeout(ctx, leaderIdleTimeout)
+		err := conn.QueryRow(tctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&held)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("trying the %s lock: %w", role, err)
 		}
 		if held {
@@ -137,7 +187,13 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role string, fn func(context.
 		case err := <-done:
 			return err
 		case <-tick.C:
-			if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+			// A server that does not answer within leaderIdleTimeout has
+			// ended this session's transaction, and with it the lock, by
+			// the time it answers (or is frozen): give the role up.
+			kctx, cancel := context.WithTimeout(ctx, leaderIdleTimeout)
+			_, err := conn.Exec(kctx, "SELECT 1")
+			cancel()
+			if err != nil {
 				stop()
 				<-done
 				if ctx.Err() != nil {

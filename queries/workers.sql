@@ -50,6 +50,13 @@ LISTEN leasehold_reaper;
 -- Readiness: the target database answers a query, not just the server.
 SELECT 1::integer AS ok;
 
+-- name: WritableCheck :one
+-- Readiness: whether this session could write. A standby is in recovery;
+-- default_transaction_read_only (ALTER SYSTEM, ALTER DATABASE, a session's
+-- SET) makes every transaction read-only.
+SELECT pg_is_in_recovery()::boolean AS in_recovery,
+       (current_setting('transaction_read_only') = 'on')::boolean AS read_only;
+
 -- name: LiveWatch :exec
 -- This server has open event streams: the live triggers notify (migration
 -- 13) until the row's time runs out or it is removed.

@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,5 +37,40 @@ func TestInputRefusedTranslatesDataErrors(t *testing.T) {
 				t.Fatalf("got %#v, want a ValidationError on %s", got, tc.field)
 			}
 		})
+	}
+}
+
+// TestUnavailable: the errors that heal (the database away, restarting,
+// read-only, out of time) and those that do not.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"Nil", nil, false},
+		{"AdminShutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"CrashShutdown", &pgconn.PgError{Code: "57P02"}, true},
+		{"StartingUp", &pgconn.PgError{Code: "57P03"}, true},
+		{"StatementTimeout", &pgconn.PgError{Code: "57014"}, true},
+		{"ReadOnly", fmt.Errorf("inserting job: %w", &pgconn.PgError{Code: "25006"}), true},
+		{"ConnectionFailure", &pgconn.PgError{Code: "08006"}, true},
+		{"Serialization", &pgconn.PgError{Code: "40001"}, true},
+		{"Deadlock", &pgconn.PgError{Code: "40P01"}, true},
+		{"TooManyConnections", &pgconn.PgError{Code: "53300"}, true},
+		{"Deadline", fmt.Errorf("claiming: %w", context.DeadlineExceeded), true},
+		{"ConnClosed", fmt.Errorf("x: %w", pgconn.ErrConnClosed), true},
+		{"EOF", fmt.Errorf("failed to receive message: %w", io.ErrUnexpectedEOF), true},
+		{"Reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{"UniqueViolation", &pgconn.PgError{Code: "23505"}, false},
+		{"BadPassword", &pgconn.PgError{Code: "28P01"}, false},
+		{"SyntaxError", &pgconn.PgError{Code: "42601"}, false},
+		{"Canceled", context.Canceled, false},
+		{"Other", errors.New("boom"), false},
+	} {
+		if got := Unavailable(tc.err); got != tc.want {
+			t.Errorf("%s: Unavailable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

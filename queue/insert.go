@@ -15,11 +15,31 @@ import (
 // Insert submits one job. When its idempotency key is already taken by the
 // same job, it returns that job with existed=true; by a different job,
 // ErrIdempotencyConflict.
+//
+// The insert runs in a transaction whose COMMIT is sent only while ctx
+// lives: a submission whose client gave up (ctx cancelled, or the
+// request's deadline passed while the database was frozen) rolls back
+// when pgx closes its connection, and cannot become a job after its
+// client was told it failed.
 func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, err error) {
 	if err := nj.Normalize(); err != nil {
 		return Job{}, false, err
 	}
-	row, err := c.q.JobInsert(ctx, db.JobInsertParams{
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		job, existed, err = c.insert(ctx, c.q.WithTx(tx), nj)
+		return err
+	})
+	if err != nil {
+		return job, existed, err
+	}
+	if !existed {
+		c.notifyJobs(ctx, []string{job.Queue})
+	}
+	return job, existed, nil
+}
+
+func (c *Client) insert(ctx context.Context, q *db.Queries, nj NewJob) (Job, bool, error) {
+	row, err := q.JobInsert(ctx, db.JobInsertParams{
 		Kind: nj.Kind, Queue: nj.Queue, Priority: nj.Priority, Payload: nj.Payload,
 		App: nj.app, Device: nj.device, MaxAttempts: *nj.MaxAttempts, RunAt: nj.RunAt,
 		TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
@@ -28,8 +48,9 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// ON CONFLICT DO NOTHING waited for the other insert to commit,
-		// so this statement sees the job that holds the key.
-		existing, err := c.q.JobGetByIdempotencyKeys(ctx, []string{*nj.IdempotencyKey})
+		// so this statement (read committed: a snapshot of its own) sees
+		// the job that holds the key.
+		existing, err := q.JobGetByIdempotencyKeys(ctx, []string{*nj.IdempotencyKey})
 		if err != nil || len(existing) == 0 {
 			return Job{}, false, fmt.Errorf("reading job by idempotency key: %w", errors.Join(err, ErrNotFound))
 		}
@@ -42,9 +63,7 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 	if err != nil {
 		return Job{}, false, fmt.Errorf("inserting job: %w", inputRefused(err, ""))
 	}
-	job = toJob(row)
-	c.notifyJobs(ctx, []string{job.Queue})
-	return job, false, nil
+	return toJob(row), false, nil
 }
 
 type batchJob struct {

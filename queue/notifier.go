@@ -48,21 +48,35 @@ func NewJobNotifier(pool *pgxpool.Pool, logger *slog.Logger) *JobNotifier {
 // Run listens until ctx ends, reconnecting with backoff. After every
 // (re)connection it wakes all waiters, since notifications sent while it
 // was not listening are lost.
+//
+// The backoff stays short (listenRetryMax) and starts afresh after a
+// session that listened: long polls and live pages hear of new jobs
+// again within a second of a database that comes back, however many
+// outages came before.
 func (n *JobNotifier) Run(ctx context.Context) {
-	delay := 100 * time.Millisecond
+	delay := time.Duration(0)
 	for ctx.Err() == nil {
-		err := n.session(ctx)
+		listened, err := n.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if listened {
+			delay = 0
+		}
+		delay = min(max(2*delay, listenRetryMin), listenRetryMax)
 		n.logger.Warn("job listener stopped", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 5*time.Second)
 	}
 }
+
+// The bounds of JobNotifier.Run's backoff.
+const (
+	listenRetryMin = 25 * time.Millisecond
+	listenRetryMax = 250 * time.Millisecond
+)
 
 // WatchChanges makes the notifier also hear what changed for the
 // dashboard (jobs, their progress and artifacts, workers' presence) on
@@ -71,18 +85,20 @@ func (n *JobNotifier) Run(ctx context.Context) {
 // goroutine: it must not block. Call it before Run.
 func (n *JobNotifier) WatchChanges(fn func(Change)) { n.changes = fn }
 
-func (n *JobNotifier) session(ctx context.Context) error {
+// session listens on one connection until it fails; listened reports
+// that it got as far as listening.
+func (n *JobNotifier) session(ctx context.Context) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("connecting listener: %w", err)
+		return false, fmt.Errorf("connecting listener: %w", err)
 	}
 	defer conn.Close(context.Background())
 	if err := db.New(conn).ListenJobs(ctx); err != nil {
-		return fmt.Errorf("listening: %w", err)
+		return false, fmt.Errorf("listening: %w", err)
 	}
 	if n.changes != nil {
 		if err := db.New(conn).ListenChanges(ctx); err != nil {
-			return fmt.Errorf("listening for changes: %w", err)
+			return false, fmt.Errorf("listening for changes: %w", err)
 		}
 		n.changes(Change{Kind: ChangesMissed})
 	}
@@ -90,7 +106,7 @@ func (n *JobNotifier) session(ctx context.Context) error {
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return fmt.Errorf("waiting for jobs: %w", err)
+			return true, fmt.Errorf("waiting for jobs: %w", err)
 		}
 		if msg.Channel == changesChannel {
 			if n.changes == nil {

@@ -31,15 +31,15 @@ type readyBody struct {
 	ArtifactStorage string `json:"artifact_storage"`
 }
 
-// healthReady answers 200 only when the target database answers SELECT 1,
-// its schema is at this build's version, and artifact storage is writable;
-// otherwise 503, naming each part that failed.
+// healthReady answers 200 only when the target database answers and
+// accepts writes, its schema is at this build's version, and artifact
+// storage is writable; otherwise 503, naming each part that failed.
 func (s *server) healthReady(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	body := readyBody{Status: "ready", Database: "ok", ArtifactStorage: "ok"}
-	if _, err := db.New(s.pool).Ping(ctx); err != nil {
-		body.Database = "unavailable: " + err.Error()
+	if problem := databaseProblem(ctx, db.New(s.pool)); problem != "" {
+		body.Database = problem
 		body.Migrations = "not checked: database unavailable"
 	} else if problem := s.schemaProblem(ctx); problem != "" {
 		body.Migrations = problem
@@ -58,6 +58,24 @@ func (s *server) healthReady(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 	}
 	return c.JSON(status, body)
+}
+
+// databaseProblem says why the database cannot take this server's writes,
+// or "" when it can: it does not answer, it is a standby ("in recovery"),
+// or its transactions are read-only ("read-only": default_transaction_
+// read_only, as set for a maintenance window or by a failover tool). A
+// query that only reads (SELECT 1) would pass on either.
+func databaseProblem(ctx context.Context, q *db.Queries) string {
+	w, err := q.WritableCheck(ctx)
+	switch {
+	case err != nil:
+		return "unavailable: " + err.Error()
+	case w.InRecovery:
+		return "in recovery"
+	case w.ReadOnly:
+		return "read-only"
+	}
+	return ""
 }
 
 // schemaProblem says how the database's schema differs from

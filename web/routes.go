@@ -2,18 +2,34 @@ package web
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/static"
 	"github.com/leasehold/leasehold/web/httpx"
+	"github.com/leasehold/leasehold/web/workerapi"
 )
 
 // uploadRoutes are the routes whose bodies may take long to arrive (a
 // screenshot sent from a home uplink): Config.UploadReadTimeout bounds
 // them instead of Config.ReadTimeout.
 var uploadRoutes = map[string]bool{"/api/v1/worker/jobs/:id/artifacts": true}
+
+// requestBounds are the routes whose requests take longer than
+// Config.RequestTimeout by design (httpx.RequestDeadline): a claim waits
+// for a job, an upload may arrive slowly; 0 leaves streams unbounded:
+// live updates and artifact downloads of any size.
+func (s *server) requestBounds() map[string]time.Duration {
+	return map[string]time.Duration{
+		"/api/v1/worker/claim":                workerapi.MaxClaimWait + s.requestTimeout,
+		"/api/v1/worker/jobs/:id/artifacts":   s.uploadReadTimeout + s.requestTimeout,
+		"/artifacts/:id":                      0,
+		"/api/v1/jobs/:id/attempts/:n/bundle": 0,
+		"/events":                             0,
+	}
+}
 
 // routes registers every route of the server; read it top to bottom to
 // know what the server answers and who may ask.

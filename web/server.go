@@ -58,6 +58,12 @@ type Config struct {
 	// 10 min). Once a body is read the handler may take as long as it
 	// needs: long polls wait, answers are not bounded.
 	ReadTimeout, UploadReadTimeout time.Duration
+	// RequestTimeout bounds how long a request may take, from its
+	// headers to its answer (default 10 s; negative: unbounded): a
+	// database that does not answer then costs a request at most this,
+	// answered 503. A claim may take its wait and this; event streams and
+	// artifact downloads are not bounded.
+	RequestTimeout time.Duration
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (LEASEHOLD_TRUSTED_PROXIES); none: the TCP peer is.
 	TrustedProxies []netip.Prefix
@@ -82,6 +88,8 @@ type server struct {
 	dashboard *dashboard.Handler
 	// readTimeout and uploadReadTimeout bound how long a body may take.
 	readTimeout, uploadReadTimeout time.Duration
+	// requestTimeout bounds a request (httpx.RequestDeadline).
+	requestTimeout time.Duration
 	// versionCheck lets one schema-version check run at a time: the check
 	// waits on golang-migrate's lock, and piled-up probes would hold pool
 	// connections while a migration runs.
@@ -93,6 +101,9 @@ type server struct {
 const (
 	defaultReadTimeout       = 20 * time.Second
 	defaultUploadReadTimeout = 10 * time.Minute
+	// DefaultRequestTimeout is Config.RequestTimeout's default: under
+	// the 15 s a client of a frozen database should wait at most.
+	DefaultRequestTimeout = 10 * time.Second
 )
 
 // New returns the HTTP handler of Leasehold, with every route of routes.go.
@@ -110,6 +121,7 @@ func New(cfg Config) *echo.Echo {
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
 		uploadReadTimeout: cmp.Or(cfg.UploadReadTimeout, defaultUploadReadTimeout),
+		requestTimeout:    cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout),
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
@@ -130,7 +142,8 @@ func New(cfg Config) *echo.Echo {
 	e.HTTPErrorHandler = httpx.ErrorHandler(s.logger)
 	// Logging wraps recovery, so a panic is logged with its 500.
 	e.Use(httpx.LogRequests(s.logger), httpx.RecoverPanics(s.logger),
-		httpx.BodyDeadline(s.readTimeout, s.uploadReadTimeout, uploadRoutes))
+		httpx.BodyDeadline(s.readTimeout, s.uploadReadTimeout, uploadRoutes),
+		httpx.RequestDeadline(s.requestTimeout, s.requestBounds()))
 	s.routes(e)
 	return e
 }

@@ -43,6 +43,8 @@ type setupOpts struct {
 	keepAlive    time.Duration // of event streams
 	coalesce     time.Duration // of events (live.Config.Coalesce)
 	maxStreams   int           // live.Config.MaxStreams
+	// requestTimeout is web.Config.RequestTimeout (default its default).
+	requestTimeout time.Duration
 	// server, when set, adjusts the HTTP server before it starts.
 	server func(*http.Server)
 }
@@ -65,6 +67,7 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 		ctx: ctx, pool: pool, queue: queue.NewClient(pool, logger),
 		tokens: apitoken.NewStore(pool), auth: auth.New(pool, logger), logs: logs,
 	}
+	f.tokens.SetLogger(logger)
 	f.metrics = web.NewMetrics(f.queue)
 	jobs := queue.NewJobNotifier(pool, logger)
 	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce, MaxStreams: o.maxStreams})
@@ -80,6 +83,7 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
 		ReadTimeout: o.readTimeout, Live: f.hub, EventsKeepAlive: o.keepAlive,
+		RequestTimeout: o.requestTimeout,
 	}))
 	if o.server != nil {
 		o.server(f.srv.Config)

@@ -84,7 +84,11 @@ func serve(args []string) error {
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
 		handover  = fs.Duration("handover", queue.DefaultHandover, "how long a job claimed over the worker API waits for its worker's first heartbeat before it is given to another worker, uncounted (0.5s to 1m)")
+		reqTime   = fs.Duration("request-timeout", web.DefaultRequestTimeout,
+			"how long a request may take before it is answered 503, 0 for no bound (claims may wait longer, event streams and downloads are not bounded)")
+		timeouts cli.DatabaseTimeouts
 	)
+	timeouts.Register(fs)
 	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
 	webhookURL := fs.String("webhook-url", "", "POST webhook events to this URL (needs --webhook-secret)")
@@ -110,7 +114,7 @@ func serve(args []string) error {
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
-	pool, closeDB, err := openDatabase(ctx, logger)
+	pool, closeDB, err := openDatabase(ctx, logger, timeouts)
 	if err != nil {
 		return err
 	}
@@ -121,6 +125,7 @@ func serve(args []string) error {
 		}
 	}
 	tokens := apitoken.NewStore(pool)
+	tokens.SetLogger(logger)
 	if secret := os.Getenv("LEASEHOLD_API_TOKEN"); secret != "" {
 		if err := tokens.Ensure(ctx, "env", apitoken.RoleAdmin, secret); err != nil {
 			return fmt.Errorf("registering LEASEHOLD_API_TOKEN: %w", err)
@@ -176,7 +181,8 @@ func serve(args []string) error {
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
 		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
-		Handover: *handover,
+		Handover:       *handover,
+		RequestTimeout: requestTimeout(*reqTime),
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -241,9 +247,18 @@ func listen(addr string, maxConns int) (net.Listener, error) {
 	return netutil.LimitListener(ln, maxConns), nil
 }
 
+// requestTimeout is web.Config.RequestTimeout of --request-timeout d:
+// 0 is no bound there, the default here.
+func requestTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // openDatabase connects to $DATABASE_URL, or starts the private cluster,
 // and waits until the target database answers.
-func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func(), error) {
+func openDatabase(ctx context.Context, logger *slog.Logger, timeouts cli.DatabaseTimeouts) (*pgxpool.Pool, func(), error) {
 	url := os.Getenv("DATABASE_URL")
 	stopCluster := func() {}
 	if url == "" {
@@ -259,7 +274,9 @@ func openDatabase(ctx context.Context, logger *slog.Logger) (*pgxpool.Pool, func
 			}
 		}
 	}
-	pool, err := db.Open(ctx, db.PoolConfig{URL: url, AppName: "leasehold-server", MaxConns: 32, Logger: logger, CustomPlans: true})
+	cfg := db.PoolConfig{URL: url, AppName: "leasehold-server", MaxConns: 32, Logger: logger, CustomPlans: true}
+	timeouts.Apply(&cfg)
+	pool, err := db.Open(ctx, cfg)
 	if err != nil {
 		stopCluster()
 		return nil, nil, err
@@ -272,7 +289,9 @@ func withDatabase(fn func(context.Context, *pgxpool.Pool) error) error {
 	defer cli.FlushLog(logger)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
-	pool, closeDB, err := openDatabase(ctx, logger)
+	// Migrations and retention passes may run long statements on
+	// purpose: only connecting is bounded.
+	pool, closeDB, err := openDatabase(ctx, logger, cli.DatabaseTimeouts{Connect: db.DefaultConnectTimeout})
 	if err != nil {
 		return err
 	}

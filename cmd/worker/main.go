@@ -83,7 +83,9 @@ func run(args []string) error {
 		logLevel    slog.Level // info
 		spoolDir    = fs.String("spool-dir", defaultSpoolDir(), "where artifacts wait until the server (or the artifact store) has them; a directory of its own per worker process inside it, and what killed workers left there is removed at start")
 		spoolMax    = byteSize(worker.DefaultSpoolMax)
+		timeouts    cli.DatabaseTimeouts
 	)
+	timeouts.Register(fs)
 	fs.Var(&spoolMax, "spool-max", "most bytes of artifacts waiting in --spool-dir (KiB, MiB, GiB or bytes); an artifact that does not fit is given up, and recorded on its attempt")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "least level logged: debug (each job's claim too), info (each job's outcome), warn or error")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", usage); fs.PrintDefaults() }
@@ -169,9 +171,9 @@ func run(args []string) error {
 			defer cluster.Stop(context.Background())
 			url = cluster.URL("leasehold")
 		}
-		pool, err := db.Open(ctx, db.PoolConfig{
-			URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger,
-		})
+		pcfg := db.PoolConfig{URL: url, AppName: "leasehold-worker", MaxConns: int32(*concurrency + 4), Logger: logger}
+		timeouts.Apply(&pcfg)
+		pool, err := db.Open(ctx, pcfg)
 		if err != nil {
 			return err
 		}

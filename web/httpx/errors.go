@@ -67,9 +67,18 @@ func handleError(logger *slog.Logger, err error, c echo.Context) {
 	if status == http.StatusUnauthorized {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
 	}
-	if c.Request().Method == http.MethodHead {
+	// The database being away (not a handler's own 503, which says
+	// itself when to come back) is told to pages with a page.
+	databaseAway := status == http.StatusServiceUnavailable && !errors.As(err, new(*Error)) && Unavailable(err)
+	if databaseAway && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", retryAfter)
+	}
+	switch {
+	case c.Request().Method == http.MethodHead:
 		err = c.NoContent(status)
-	} else {
+	case databaseAway && isPage(c):
+		err = c.HTML(status, unavailablePage(c.Request().Method == http.MethodGet))
+	default:
 		err = c.JSON(status, body)
 	}
 	if err != nil {
@@ -109,6 +118,32 @@ func codeOf(status int) api.Code {
 	return api.CodeInvalid
 }
 
+// retryAfter is the Retry-After (seconds) of an answer that heals: a
+// failover or restart of the database takes a few seconds.
+const retryAfter = "1"
+
+// Unavailable reports whether a handler's err heals by itself (see
+// queue.Unavailable): the database is away or read-only for now, or the
+// request's deadline (RequestDeadline) ran out.
+func Unavailable(err error) bool { return queue.Unavailable(err) }
+
+// unavailablePage is a page's answer while the database is unavailable:
+// plain, since the page's own data could not be read. A page that was
+// asked for (GET) reloads itself; a form sent is not sent again unasked.
+func unavailablePage(reload bool) string {
+	refresh, again := "", "Go back and send it again in a few seconds."
+	if reload {
+		refresh, again = `<meta http-equiv="refresh" content="2">`, "This page tries again in a few seconds."
+	}
+	return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8">` + refresh + `
+<title>Unavailable for a moment · Leasehold</title></head>
+<body><h1>Unavailable for a moment</h1>
+<p>The database is not answering or not taking writes (a restart or a failover). ` + again + `</p>
+</body></html>
+`
+}
+
 // statusClientClosed answers a request whose client went away (nginx's 499).
 const statusClientClosed = 499
 
@@ -146,6 +181,11 @@ func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		return statusClientClosed, api.Error{Error: "client closed request"}
+	case Unavailable(err):
+		// It heals: the client retries, with an idempotency key if it
+		// submits.
+		logger.Warn("database unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		return http.StatusServiceUnavailable, api.Error{Error: "the database is unavailable for now: retry in a second", Code: api.CodeUnavailable}
 	case errors.Is(err, errPanicked):
 		return http.StatusInternalServerError, api.Error{Error: "internal error", Code: api.CodeInternal}
 	default:

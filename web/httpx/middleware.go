@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -133,6 +134,36 @@ func BodyDeadline(read, upload time.Duration, uploadRoutes map[string]bool) echo
 			}
 			// A ResponseRecorder has no connection, hence no deadline.
 			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(d))
+			return next(c)
+		}
+	}
+}
+
+// RequestDeadline ends each request's context after d, or after its
+// route's own bound in routes (0: none, for event streams), and with it
+// the statements it runs: a frozen database, which no statement_timeout
+// can end, then costs a request d (answered 503, see Unavailable) rather
+// than holding it, its client and a pool connection until the database
+// wakes. A context also ends when its client goes away, and pgx then
+// closes the connection, which rolls back an open transaction: whatever
+// commits, commits while the request is alive.
+func RequestDeadline(d time.Duration, routes map[string]time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			bound := d
+			if b, ok := routes[c.Path()]; ok {
+				bound = b
+			}
+			if bound <= 0 {
+				return next(c)
+			}
+			req := c.Request()
+			ctx, cancel := context.WithTimeout(req.Context(), bound)
+			defer cancel()
+			c.SetRequest(req.WithContext(ctx))
+			// The error handler runs above this middleware: it must see
+			// the client's own context, which ends only if the client left.
+			defer c.SetRequest(req)
 			return next(c)
 		}
 	}

@@ -32,9 +32,16 @@ func CurrentSession(c echo.Context) auth.Session {
 	return sess
 }
 
+// pageKey marks a request for an HTML page (PageHeaders): its errors that
+// heal answer a page, not JSON.
+const pageKey = "leasehold.page"
+
+func isPage(c echo.Context) bool { ok, _ := c.Get(pageKey).(bool); return ok }
+
 // PageHeaders sets the security headers of every HTML page.
 func PageHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Set(pageKey, true)
 		h := c.Response().Header()
 		h.Set("Content-Security-Policy", pageCSP)
 		h.Set("X-Content-Type-Options", "nosniff")

@@ -35,6 +35,10 @@ type Handler struct {
 	handover  time.Duration
 }
 
+// MaxClaimWait is the longest a claim may wait for a job (its wait_ms):
+// package web bounds the claim route by it plus the request deadline.
+const MaxClaimWait = maxClaimWait
+
 // claimTurns is how many woken long polls claim at a time (queue.ClaimGate).
 const claimTurns = 4
 
