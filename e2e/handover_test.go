@@ -1,71 +1,13 @@
 package e2e
 
 import (
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/client"
-	"github.com/leasehold/leasehold/internal/testutil"
 )
-
-// startCaddy runs Caddy in front of e's server with caddyfile (the shipped
-// deploy/Caddyfile, or a variant of it) on plain HTTP on a free port, and
-// returns its URL. The site address and the upstream come from the
-// environment, as in production (LEASEHOLD_DOMAIN, LEASEHOLD_UPSTREAM);
-// a global block turns off Caddy's admin endpoint (one port for every
-// Caddy of the machine), and its autosave goes to a directory of the test.
-func (e *env) startCaddy(caddyfile string) string {
-	e.t.Helper()
-	caddy, err := exec.LookPath("caddy")
-	if err != nil {
-		e.t.Skip("caddy is not installed")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir := e.t.TempDir()
-	config := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(config, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	cmd := exec.Command(caddy, "run", "--config", config, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir,
-		"LEASEHOLD_DOMAIN=http://"+addr, "LEASEHOLD_UPSTREAM="+e.addr)
-	out := &testutil.LockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if e.t.Failed() {
-			e.t.Logf("--- output of caddy ---\n%s", out.String())
-		}
-	})
-	url := "http://" + addr
-	e.eventually("caddy proxies the server", 20*time.Second, func() bool {
-		resp, err := http.Get(url + "/health/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return url
-}
 
 // A remote worker behind Caddy is stopped while idle on its long poll and
 // a job for its phone comes 2 s later, before the replacement worker is
@@ -78,28 +20,25 @@ func (e *env) startCaddy(caddyfile string) string {
 // handed to the dead worker and must come back not_delivered.
 func TestStoppedRemoteWorkerBehindCaddyStrandsNoJob(t *testing.T) {
 	t.Parallel()
-	shipped, err := os.ReadFile("../deploy/Caddyfile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shipped := shippedCaddyfile(t)
 	const handover = 5 * time.Second
 	for _, tc := range []struct {
 		name      string
 		caddyfile string
 		handedTo  bool // the dead worker's poll surely got the job
 	}{
-		{"ShippedCaddyfile", string(shipped), false},
-		{"ClaimStreamedAsBefore", strings.Replace(string(shipped), "@stream path /events /events/*",
+		{"ShippedCaddyfile", shipped, false},
+		{"ClaimStreamedAsBefore", strings.Replace(shipped, "@stream path /events /events/*",
 			"@stream path /events /events/* /api/v1/worker/claim", 1), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if tc.handedTo && tc.caddyfile == string(shipped) {
+			if tc.handedTo && tc.caddyfile == shipped {
 				t.Fatal("the Caddyfile's @stream line changed: update this test's variant")
 			}
 			e := newEnv(t)
 			e.startServer()
-			e.apiURL = e.startCaddy(tc.caddyfile) // workers and the client go through Caddy
+			e.apiURL = e.startCaddy(tc.caddyfile).url() // workers and the client go through Caddy
 			first := e.startRemoteWorker("phone-old", e.workerToken("phone-old"))
 			// A first job, so that the worker's next claim (its long poll)
 			// is known to be on its way: a slot claims again as soon as

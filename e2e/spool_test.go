@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,92 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/client"
-	"github.com/leasehold/leasehold/internal/testutil"
 )
-
-// caddy is a real Caddy running deploy/Caddyfile in front of the server,
-// on plain HTTP (LEASEHOLD_DOMAIN=http://127.0.0.1:port) so that the
-// worker needs no CA; its admin endpoint is off, so that tests running
-// side by side do not share one.
-type caddy struct {
-	e    *env
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	out  *testutil.LockedBuffer
-}
-
-func (e *env) startCaddy() *caddy {
-	e.t.Helper()
-	if _, err := exec.LookPath("caddy"); err != nil {
-		e.t.Skip("caddy is not installed")
-	}
-	shipped, err := filepath.Abs("../deploy/Caddyfile")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	dir := e.t.TempDir()
-	conf := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(conf, []byte("{\n\tadmin off\n}\nimport "+shipped+"\n"), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
-	ln.Close()
-	c.start()
-	return c
-}
-
-func (c *caddy) start() {
-	t := c.e.t
-	t.Helper()
-	c.cmd = exec.Command("caddy", "run", "--config", filepath.Join(c.dir, "Caddyfile"), "--adapter", "caddyfile")
-	c.cmd.Env = append(os.Environ(), "LEASEHOLD_DOMAIN=http://"+c.addr, "LEASEHOLD_UPSTREAM="+c.e.addr,
-		"XDG_DATA_HOME="+c.dir, "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
-	c.out = &testutil.LockedBuffer{}
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting caddy: %v", err)
-	}
-	cmd, out := c.cmd, c.out
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("--- output of caddy ---\n%s", out.String())
-		}
-	})
-	c.e.eventually("caddy serves the server", 20*time.Second, func() bool {
-		resp, err := http.Get(c.url() + "/health/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-}
-
-// stop stops Caddy (SIGTERM, as a restart does) and waits until it is gone:
-// its port refuses connections from then on.
-func (c *caddy) stop() {
-	c.e.t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func (c *caddy) url() string { return "http://" + c.addr }
 
 // artifactNames are job id's artifacts in the order they were stored.
 func (e *env) artifactNames(id int64) []string {
@@ -151,7 +63,7 @@ func TestCaddyRestartMidJobLosesNoScreenshot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.startServer()
-	proxy := e.startCaddy()
+	proxy := e.startCaddy(shippedCaddyfile(t))
 	spool := t.TempDir()
 	w := e.spawn("worker home-spool", []string{"--server-url", proxy.url(), "--token", e.workerToken("home-spool"),
 		"--spool-dir", spool, "--lease", "30s"})

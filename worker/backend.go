@@ -114,7 +114,7 @@ func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, 
 // transient reports whether retrying err may succeed: the other side was
 // unreachable, restarting or overloaded, rather than refusing the write.
 // A database's own error (a direct worker's) is transient when
-// queue.Transient says it heals (a failover, a restart, a read-only
+// queue.Unavailable says it heals (a failover, a restart, a read-only
 // window), and refuses the write otherwise.
 func transient(err error) bool {
 	var (
@@ -131,7 +131,7 @@ func transient(err error) bool {
 	case errors.As(err, &se):
 		return se.status >= 500 || se.status == http.StatusTooManyRequests
 	case errors.As(err, &pgErr):
-		return queue.Transient(err)
+		return queue.Unavailable(err)
 	}
 	return true
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // transient retries what heals, for both backends: a database error only
-// when queue.Transient says so, a server's 5xx and 429, a connection
+// when queue.Unavailable says so, a server's 5xx and 429, a connection
 // refused; never a refusal of the write.
 func TestTransientForBothBackends(t *testing.T) {
 	t.Parallel()

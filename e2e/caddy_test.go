@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
+)
+
+// caddy is a real Caddy in front of the server, running a Caddyfile (the
+// shipped deploy/Caddyfile, or a variant of it) on plain HTTP
+// (LEASEHOLD_DOMAIN=http://127.0.0.1:port), so that the worker needs no
+// CA. The site address and the upstream come from the environment, as in
+// production (LEASEHOLD_DOMAIN, LEASEHOLD_UPSTREAM); a global block turns
+// off Caddy's admin endpoint (one port for every Caddy of the machine),
+// and its autosave goes to a directory of the test.
+type caddy struct {
+	e    *env
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+	out  *testutil.LockedBuffer
+}
+
+// shippedCaddyfile is deploy/Caddyfile's text.
+func shippedCaddyfile(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// startCaddy runs Caddy with caddyfile in front of e's server, and waits
+// until it proxies it.
+func (e *env) startCaddy(caddyfile string) *caddy {
+	e.t.Helper()
+	if _, err := exec.LookPath("caddy"); err != nil {
+		e.t.Skip("caddy is not installed")
+	}
+	dir := e.t.TempDir()
+	conf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(conf, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
+	ln.Close()
+	c.start()
+	return c
+}
+
+// start starts Caddy (again, after stop) on the same port.
+func (c *caddy) start() {
+	t := c.e.t
+	t.Helper()
+	c.cmd = exec.Command("caddy", "run", "--config", filepath.Join(c.dir, "Caddyfile"), "--adapter", "caddyfile")
+	c.cmd.Env = append(os.Environ(), "LEASEHOLD_DOMAIN=http://"+c.addr, "LEASEHOLD_UPSTREAM="+c.e.addr,
+		"XDG_DATA_HOME="+c.dir, "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
+	c.out = &testutil.LockedBuffer{}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting caddy: %v", err)
+	}
+	cmd, out := c.cmd, c.out
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("--- output of caddy ---\n%s", out.String())
+		}
+	})
+	c.e.eventually("caddy proxies the server", 20*time.Second, func() bool {
+		resp, err := http.Get(c.url() + "/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop stops Caddy (SIGTERM, as a restart does) and waits until it is gone:
+// its port refuses connections from then on.
+func (c *caddy) stop() {
+	c.e.t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (c *caddy) url() string { return "http://" + c.addr }
