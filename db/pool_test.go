@@ -167,17 +167,7 @@ func TestPoolAfterRestartFailsOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
-	start := func() *pgcluster.Cluster {
-		c, err := pgcluster.Start(ctx, cfg)
-		if errors.Is(err, pgcluster.ErrNoPostgres) {
-			t.Skip(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Stop(context.Background()) })
-		return c
-	}
+	start := func() *pgcluster.Cluster { return dbtest.StartCluster(t, ctx, cfg) }
 	cluster := start()
 	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 6})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/db/pgcluster"
 )
 
@@ -38,15 +39,7 @@ func startCluster(t *testing.T, cfg pgcluster.Config) *pgcluster.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := pgcluster.Start(ctx, cfg)
-	if errors.Is(err, pgcluster.ErrNoPostgres) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	return c
+	return dbtest.StartCluster(t, ctx, cfg)
 }
 
 // stopPostgres shuts the cluster down the way pg_ctl stop -m mode does

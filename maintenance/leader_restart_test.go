@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/db/pgcluster"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
@@ -53,7 +54,7 @@ func TestRolesBackWithinASecondOfARestart(t *testing.T) {
 		waiter := jobs.Waiter()
 		waitFor(t, "reapers inactive with the database down", func() bool { return holder() < 0 })
 		time.Sleep(away)
-		cluster = startCluster(t, ctx, cfg)
+		cluster = dbtest.StartCluster(t, ctx, cfg)
 		back := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := waiter.Wait(wctx, []string{"default"})
@@ -161,7 +162,7 @@ func privateCluster(t *testing.T) (context.Context, pgcluster.Config, *pgcluster
 	cfg := pgcluster.Config{Dir: filepath.Join(root, "pg"), Logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	cluster := startCluster(t, ctx, cfg)
+	cluster := dbtest.StartCluster(t, ctx, cfg)
 	pool, err := db.Open(ctx, db.PoolConfig{URL: cluster.URL("leasehold"), MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -171,19 +172,6 @@ func privateCluster(t *testing.T) (context.Context, pgcluster.Config, *pgcluster
 		t.Fatal(err)
 	}
 	return ctx, cfg, cluster, pool
-}
-
-func startCluster(t *testing.T, ctx context.Context, cfg pgcluster.Config) *pgcluster.Cluster {
-	t.Helper()
-	c, err := pgcluster.Start(ctx, cfg)
-	if errors.Is(err, pgcluster.ErrNoPostgres) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	return c
 }
 
 // clusterPIDs are the postmaster of cfg's cluster and its children.
