@@ -3,11 +3,13 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,21 +242,22 @@ func TestStuckSubmissionIsBoundedAndRolledBack(t *testing.T) {
 // cancel request, sent on a connection of its own, then fails quickly
 // instead of after its 15 s.
 type freezer struct {
-	ln     net.Listener
-	target string
-	marker []byte
-	mu     sync.Mutex
-	thaw   chan struct{} // closed while not frozen
+	ln      net.Listener
+	network string // of target: tcp, or unix for a cluster's socket
+	target  string
+	marker  []byte
+	mu      sync.Mutex
+	thaw    chan struct{} // closed while not frozen
 }
 
-func newFreezer(t *testing.T, target string, marker string) *freezer {
+func newFreezer(t *testing.T, network, target string, marker string) *freezer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	f := &freezer{ln: ln, target: target, marker: []byte(marker), thaw: make(chan struct{})}
+	f := &freezer{ln: ln, network: network, target: target, marker: []byte(marker), thaw: make(chan struct{})}
 	close(f.thaw)
 	go f.serve()
 	return f
@@ -301,7 +304,7 @@ func (f *freezer) serve() {
 			client.Close()
 			continue
 		}
-		server, err := net.Dial("tcp", f.target)
+		server, err := net.Dial(f.network, f.target)
 		if err != nil {
 			client.Close()
 			continue
@@ -354,7 +357,13 @@ func TestFrozenSubmissionRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	const marker = "frozen-7f3a9c"
-	proxy := newFreezer(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))), marker)
+	// The machine's server on TCP, or the private cluster's socket (a
+	// fresh clone without TEST_DATABASE_URL).
+	network, target := "tcp", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	if strings.HasPrefix(cfg.ConnConfig.Host, "/") {
+		network, target = "unix", filepath.Join(cfg.ConnConfig.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.ConnConfig.Port))
+	}
+	proxy := newFreezer(t, network, target, marker)
 	addr := proxy.ln.Addr().(*net.TCPAddr)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(addr.Port)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
