@@ -36,7 +36,15 @@ func (r reporter) retry(ctx context.Context, op string, write func(context.Conte
 	return retryWrite(ctx, r.jl.get(), op, write)
 }
 
+// Progress waits for the attempt's artifacts handed over before it to be
+// stored (or given up) first, so that the timeline keeps the order in
+// which the executor wrote: a replay pairs each screenshot with the
+// progress written before it, by time (queue.ReplaySteps), and a
+// screenshot stored after the next step's message would show that
+// step's action. When nothing is waiting in the spool, as normally, it
+// waits for nothing.
 func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
+	r.uploads.wait(ctx)
 	err := r.retry(ctx, "progress", func(ctx context.Context) error {
 		return r.backend.Progress(ctx, r.lease, fraction, message)
 	})

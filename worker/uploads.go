@@ -89,6 +89,21 @@ func (u *uploads) add(name string, r io.Reader) (queue.Artifact, error) {
 	return queue.Artifact{JobID: u.lease.JobID, Name: name, Size: f.size}, nil
 }
 
+// wait returns when every artifact added so far has been stored or given
+// up, or when ctx ends.
+func (u *uploads) wait(ctx context.Context) {
+	u.mu.Lock()
+	idle := u.idle
+	u.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}
+
 // progress remembers the executor's latest progress, which the record of
 // a lost artifact repeats.
 func (u *uploads) progress(fraction float64) {
