@@ -7,24 +7,33 @@ import (
 	"strconv"
 )
 
-// Bounds of what PostgreSQL's jsonb stores. encoding/json accepts more than
-// jsonb does; checking here turns what the database would refuse into a
-// ValidationError naming the payload instead of an error from deep inside
-// an insert.
+// What a JSON document (a payload, a result, an effect's result, device
+// info) may be. Its byte limit bounds what it is as stored, not only what
+// its text is: jsonb keeps numbers exactly and gives them back written out
+// in full, so the 5 bytes of 1e999 read back as 1,000 digits, and 170,000
+// of them in a 1 MiB payload as 170 MB on every read. So a number must be
+// what any JSON reader can hold, a float64, in at most maxNumberChars
+// characters, and the document's numbers count against its limit as the
+// database writes them out (1e300 as 301 bytes).
 const (
 	maxPayloadDepth = 128
-	// maxExponent bounds written exponents: 8 bytes such as 1e131071
-	// would otherwise read back as 131 KB of digits.
-	maxExponent = 1000
-	// numeric's limits: digits before and after the decimal point.
-	maxNumericWeight = 131072
-	maxNumericScale  = 16383
+	// maxNumberChars bounds the text of one number: float64's shortest
+	// forms take at most 24 ("-2.2250738585072014e-308").
+	maxNumberChars = 64
+	// maxExponent bounds a written exponent. No number of at most
+	// maxNumberChars characters within float64's range needs more; it
+	// only refuses a zero written with a huge one (0e-99999 is stored as
+	// 0.0000… with 99,999 zeros).
+	maxExponent = 400
 )
 
-// checkPayload returns what is wrong with a payload that is already valid
-// JSON, or "" when jsonb will store it as given.
-func checkPayload(p []byte) string {
-	depth := 0
+// checkDocument returns what is wrong with p, a document that is already
+// valid JSON, or "" when it may be stored: no string or key with NUL or an
+// unpaired surrogate escape (jsonb refuses both), at most maxPayloadDepth
+// levels, every number within checkNumber's bounds, and at most limit
+// bytes with each number counted as the database writes it out.
+func checkDocument(p []byte, limit int) string {
+	depth, size := 0, len(p)
 	for i := 0; i < len(p); i++ {
 		switch c := p[i]; {
 		case c == '{' || c == '[':
@@ -45,14 +54,68 @@ func checkPayload(p []byte) string {
 			for end < len(p) && bytes.IndexByte([]byte("+-.eE0123456789"), p[end]) >= 0 {
 				end++
 			}
-			if !numericFits(p[i:end]) {
-				return fmt.Sprintf("holds the number %.40s, beyond what can be stored (exponent at most %d, %d digits before and %d after the point)",
-					p[i:end], maxExponent, maxNumericWeight, maxNumericScale)
+			stored, problem := checkNumber(p[i:end])
+			if problem != "" {
+				return problem
 			}
+			size += stored - (end - i)
 			i = end - 1
 		}
 	}
+	if size > limit {
+		return fmt.Sprintf("is %d bytes with its numbers written out in full, as they are stored (1e300 is 301 digits): at most %d", size, limit)
+	}
 	return ""
+}
+
+// checkNumber refuses a JSON number that is not a float64 written in at
+// most maxNumberChars characters, and otherwise returns how many bytes
+// PostgreSQL's numeric writes it out in: no exponent, every digit.
+func checkNumber(num []byte) (stored int, problem string) {
+	if len(num) > maxNumberChars {
+		return 0, fmt.Sprintf("holds a number of %d characters (%.24s…): at most %d", len(num), num, maxNumberChars)
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil {
+		return 0, fmt.Sprintf("holds the number %s, beyond the range of a float64 (JSON has no infinity)", num)
+	}
+	mantissa, expPart := num, []byte(nil)
+	if i := bytes.IndexAny(num, "eE"); i >= 0 {
+		mantissa, expPart = num[:i], num[i+1:]
+	}
+	exp := 0
+	if len(expPart) > 0 {
+		e, err := strconv.Atoi(string(bytes.TrimPrefix(expPart, []byte("+"))))
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return 0, fmt.Sprintf("holds the number %s, whose exponent is beyond ±%d", num, maxExponent)
+		}
+		exp = e
+	}
+	neg := bytes.HasPrefix(mantissa, []byte("-"))
+	intPart, fracPart, _ := bytes.Cut(bytes.TrimPrefix(mantissa, []byte("-")), []byte("."))
+	digits := len(intPart) + len(fracPart)
+	zeros := 0 // leading zeros of the digits
+	for _, d := range append(intPart[:len(intPart):len(intPart)], fracPart...) {
+		if d != '0' {
+			break
+		}
+		zeros++
+	}
+	if f == 0 && zeros < digits {
+		return 0, fmt.Sprintf("holds the number %s, too small for a float64 (it would read as 0)", num)
+	}
+	intDigits := 1
+	if zeros < digits {
+		intDigits = max(1, len(intPart)+exp-zeros)
+	}
+	stored = intDigits
+	if scale := len(fracPart) - exp; scale > 0 {
+		stored += 1 + scale
+	}
+	if neg {
+		stored++
+	}
+	return stored, ""
 }
 
 // scanString finds the closing quote of the string opening at p[start] and
@@ -98,31 +161,13 @@ func hex4(b []byte) rune {
 	return rune(n)
 }
 
-// numericFits reports whether jsonb's numeric can hold the JSON number num.
-func numericFits(num []byte) bool {
-	mantissa, expPart := num, []byte(nil)
-	if i := bytes.IndexAny(num, "eE"); i >= 0 {
-		mantissa, expPart = num[:i], num[i+1:]
-	}
-	exp := 0
-	if len(expPart) > 0 {
-		e, err := strconv.Atoi(string(bytes.TrimPrefix(expPart, []byte("+"))))
-		if err != nil || e > maxExponent || e < -maxExponent {
-			return false
-		}
-		exp = e
-	}
-	intPart, fracPart, _ := bytes.Cut(bytes.TrimPrefix(mantissa, []byte("-")), []byte("."))
-	return len(intPart)+exp <= maxNumericWeight && len(fracPart)-exp <= maxNumericScale
-}
-
 // MaxResultBytes bounds a job's result and an effect's result, like a
 // payload.
 const MaxResultBytes = MaxPayloadBytes
 
 // CheckResult returns a *ValidationError (field "result") when result is
 // not what a job or an effect may keep: absent, JSON null, or a JSON
-// object within the payload's size and depth limits. Direct and remote
+// object within the payload's limits (checkDocument). Direct and remote
 // workers check it before they send, and the queue checks it again before
 // it writes, so both kinds of worker meet the same rule.
 func CheckResult(result json.RawMessage) error {
@@ -136,7 +181,7 @@ func CheckResult(result json.RawMessage) error {
 	if result[0] != '{' || !json.Valid(result) {
 		return invalid("result", "must be a JSON object")
 	}
-	if problem := checkPayload(result); problem != "" {
+	if problem := checkDocument(result, MaxResultBytes); problem != "" {
 		return invalid("result", "%s", problem)
 	}
 	return nil
