@@ -94,12 +94,9 @@ func checkNumber(num []byte) (stored int, problem string) {
 	neg := bytes.HasPrefix(mantissa, []byte("-"))
 	intPart, fracPart, _ := bytes.Cut(bytes.TrimPrefix(mantissa, []byte("-")), []byte("."))
 	digits := len(intPart) + len(fracPart)
-	zeros := 0 // leading zeros of the digits
-	for _, d := range append(intPart[:len(intPart):len(intPart)], fracPart...) {
-		if d != '0' {
-			break
-		}
-		zeros++
+	zeros := leadingZeros(intPart) // of all the digits
+	if zeros == len(intPart) {
+		zeros += leadingZeros(fracPart)
 	}
 	if f == 0 && zeros < digits {
 		return 0, fmt.Sprintf("holds the number %s, too small for a float64 (it would read as 0)", num)
@@ -159,6 +156,14 @@ func hex4(b []byte) rune {
 		return -1
 	}
 	return rune(n)
+}
+
+func leadingZeros(digits []byte) int {
+	n := 0
+	for n < len(digits) && digits[n] == '0' {
+		n++
+	}
+	return n
 }
 
 // MaxResultBytes bounds a job's result and an effect's result, like a
