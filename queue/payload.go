@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // What a JSON document (a payload, a result, an effect's result, device
@@ -34,6 +35,7 @@ const (
 // bytes with each number counted as the database writes it out.
 func checkDocument(p []byte, limit int) string {
 	depth, size := 0, len(p)
+	var at docPath
 	for i := 0; i < len(p); i++ {
 		switch c := p[i]; {
 		case c == '{' || c == '[':
@@ -41,13 +43,20 @@ func checkDocument(p []byte, limit int) string {
 			if depth > maxPayloadDepth {
 				return fmt.Sprintf("must not nest deeper than %d levels", maxPayloadDepth)
 			}
+			at.open(c == '{')
 		case c == '}' || c == ']':
 			depth--
+			at.close()
+		case c == ',':
+			at.next()
+		case c == ':':
+			at.value()
 		case c == '"':
 			end, problem := scanString(p, i)
 			if problem != "" {
-				return problem
+				return problem + at.where(true)
 			}
+			at.key(p[i+1 : end])
 			i = end
 		case c == '-' || (c >= '0' && c <= '9'):
 			end := i
@@ -56,7 +65,7 @@ func checkDocument(p []byte, limit int) string {
 			}
 			stored, problem := checkNumber(p[i:end])
 			if problem != "" {
-				return problem
+				return problem + at.where(false)
 			}
 			size += stored - (end - i)
 			i = end - 1
@@ -68,6 +77,82 @@ func checkDocument(p []byte, limit int) string {
 	return ""
 }
 
+// docPath follows where checkDocument's scan is, to say where a problem
+// is: n[3] for the fourth element of the member n.
+type docPath []pathStep
+
+type pathStep struct {
+	object bool
+	inKey  bool   // an object's next string is a key
+	name   []byte // an object's current key, as written between its quotes
+	index  int    // an array's current element
+}
+
+func (d *docPath) open(object bool) { *d = append(*d, pathStep{object: object, inKey: object}) }
+
+func (d *docPath) close() {
+	if len(*d) > 0 {
+		*d = (*d)[:len(*d)-1]
+	}
+}
+
+// next is a comma: the next member or element.
+func (d docPath) next() {
+	if len(d) == 0 {
+		return
+	}
+	if s := &d[len(d)-1]; s.object {
+		s.inKey = true
+	} else {
+		s.index++
+	}
+}
+
+// value is a colon: the member's value comes.
+func (d docPath) value() {
+	if len(d) > 0 {
+		d[len(d)-1].inKey = false
+	}
+}
+
+// key records a string that is an object's key.
+func (d docPath) key(raw []byte) {
+	if len(d) > 0 && d[len(d)-1].inKey {
+		d[len(d)-1].name = raw
+	}
+}
+
+// where says where the value being scanned is (" (at n[3])"), or the
+// key when str is a string in a key's place; "" at the top.
+func (d docPath) where(str bool) string {
+	var b strings.Builder
+	for i, s := range d {
+		last := i == len(d)-1
+		switch {
+		case last && s.object && s.inKey && str:
+			if b.Len() == 0 {
+				return " (in a key)"
+			}
+			return " (in a key of " + b.String() + ")"
+		case s.object:
+			var name string
+			if json.Unmarshal(append(append([]byte{'"'}, s.name...), '"'), &name) != nil {
+				name = string(s.name)
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(name)
+		default:
+			fmt.Fprintf(&b, "[%d]", s.index)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return " (at " + b.String() + ")"
+}
+
 // checkNumber refuses a JSON number that is not a float64 written in at
 // most maxNumberChars characters, and otherwise returns how many bytes
 // PostgreSQL's numeric writes it out in: no exponent, every digit.
@@ -77,7 +162,7 @@ func checkNumber(num []byte) (stored int, problem string) {
 	}
 	f, err := strconv.ParseFloat(string(num), 64)
 	if err != nil {
-		return 0, fmt.Sprintf("holds the number %s, beyond the range of a float64 (JSON has no infinity)", num)
+		return 0, fmt.Sprintf("holds the number %s, beyond the range of a float64: JSON has no infinity", num)
 	}
 	mantissa, expPart := num, []byte(nil)
 	if i := bytes.IndexAny(num, "eE"); i >= 0 {
@@ -99,7 +184,7 @@ func checkNumber(num []byte) (stored int, problem string) {
 		zeros += leadingZeros(fracPart)
 	}
 	if f == 0 && zeros < digits {
-		return 0, fmt.Sprintf("holds the number %s, too small for a float64 (it would read as 0)", num)
+		return 0, fmt.Sprintf("holds the number %s, too small for a float64: it would read as 0", num)
 	}
 	intDigits := 1
 	if zeros < digits {

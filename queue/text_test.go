@@ -83,3 +83,23 @@ func TestStoredNumbersAreCountedAsPostgreSQLPrintsThem(t *testing.T) {
 		}
 	}
 }
+
+// A refused document says where in it the fault is.
+func TestDocumentProblemsSayWhere(t *testing.T) {
+	t.Parallel()
+	for payload, where := range map[string]string{
+		`{"n":1e999}`:                           "(at n)",
+		`{"a":{"b":[1,2,{"c":[0,-1e400]}]}}`:    "(at a.b[2].c[1])",
+		`{"a":"x","b":[{"s":"ok"},"\u0000"]}`:   "(at b[1])",
+		`{"a":{"x":1,"\ud800":2}}`:              "(in a key of a)",
+		`{"\u0000":1}`:                          "(in a key)",
+		`{"we\"ird.k":[1e-400]}`:                `(at we"ird.k[0])`,
+		`{"s":"\\u0000 is text","t":[1,1e999]}`: "(at t[1])",
+	} {
+		nj := queue.NewJob{Kind: "test", Payload: json.RawMessage(payload)}
+		err := nj.Normalize()
+		if err == nil || !strings.HasSuffix(err.Error(), where) {
+			t.Errorf("%s: %v, want it to end %q", payload, err, where)
+		}
+	}
+}
