@@ -33,9 +33,15 @@ type Artifact struct {
 	CreatedAt   time.Time
 }
 
+// maxArtifactName is the artifacts.name column's bound.
+const maxArtifactName = 255
+
 // RecordArtifact records a stored file as an artifact of l's attempt.
 // ErrLeaseLost when l is not current: a stale worker's upload is refused.
 func (c *Client) RecordArtifact(ctx context.Context, l Lease, a Artifact) (Artifact, error) {
+	if err := CheckText("name", a.Name, maxArtifactName); err != nil {
+		return Artifact{}, err // package artifact cleans names first; this is the rule it meets
+	}
 	row, err := c.q.ArtifactInsert(ctx, db.ArtifactInsertParams{
 		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
 		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height,

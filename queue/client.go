@@ -3,7 +3,6 @@ package queue
 import (
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,17 +32,6 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger) *Client {
 
 // maxMessageBytes bounds the error and progress messages a job keeps.
 const maxMessageBytes = 64 << 10
-
-// cleanText makes a worker's message storable: PostgreSQL text takes no
-// NUL and only valid UTF-8. Messages are not refused for it: an executor's
-// stderr is what it is, and losing the failure would be worse.
-func cleanText(s string, limit int) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) > limit {
-		s = strings.ToValidUTF8(s[:limit], "") + "…"
-	}
-	return s
-}
 
 func nonEmpty(s string) *string {
 	if s == "" {

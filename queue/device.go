@@ -76,6 +76,11 @@ func ParseDeviceInfo(b []byte) (DeviceInfo, error) {
 	if len(fields) > maxDeviceInfoKeys {
 		return DeviceInfo{}, fmt.Errorf("device info has %d keys: at most %d", len(fields), maxDeviceInfoKeys)
 	}
+	// Strings and keys as jsonb takes them (no \u0000, no unpaired
+	// surrogate escape), numbers as every document's (checkDocument).
+	if problem := checkDocument(b, MaxDeviceInfoBytes); problem != "" {
+		return DeviceInfo{}, fmt.Errorf("device info %s", problem)
+	}
 	var info DeviceInfo
 	for k, v := range fields {
 		if k == "" || len(k) > maxDeviceInfoKey || !utf8.ValidString(k) {

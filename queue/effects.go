@@ -75,6 +75,9 @@ var ErrEffectNotStarted = &ValidationError{Field: "key", Message: "effect not st
 // current holder of the lease that started it can; finishing it again
 // with the same lease (a retry whose first answer was lost) succeeds.
 func (c *Client) FinishEffect(ctx context.Context, l Lease, key string, result json.RawMessage) error {
+	if !effectKeyPattern.MatchString(key) {
+		return invalid("key", "must match [A-Za-z0-9_.:-]{1,128}")
+	}
 	if err := CheckResult(result); err != nil {
 		return err
 	}

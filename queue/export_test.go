@@ -9,3 +9,7 @@ import "time"
 func (c *Client) At(at time.Time) *Client {
 	return &Client{pool: c.pool, q: c.q, logger: c.logger, now: &at}
 }
+
+// StoredNumber is checkNumber: how many bytes PostgreSQL writes num out in,
+// or why it is refused.
+func StoredNumber(num string) (stored int, problem string) { return checkNumber([]byte(num)) }

@@ -212,8 +212,11 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage) 
 
 // Fail ends l's attempt as failed. A retryable failure is retried after
 // its backoff while counted attempts remain; otherwise the job goes dead.
+// msg must pass CheckText (a worker cleans it with CleanText first).
 func (c *Client) Fail(ctx context.Context, l Lease, msg string, retryable bool) (Job, error) {
-	msg = cleanText(msg, maxMessageBytes)
+	if err := CheckText("error", msg, maxMessageBytes); err != nil {
+		return Job{}, err
+	}
 	row, err := c.q.JobFail(ctx, db.JobFailParams{ID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Error: &msg, Retryable: retryable, Now: c.now})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, c.refused(ctx, "fail", l)
@@ -260,12 +263,16 @@ func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (
 }
 
 // Progress records an executor's progress on l's job: fraction is in [0, 1]
-// (NaN: none given), anything else a *ValidationError.
+// (NaN: none given), anything else a *ValidationError, as is a message
+// CheckText refuses.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
 	if fraction < 0 || fraction > 1 {
 		return invalid("progress", "must be between 0 and 1")
 	}
-	event := map[string]any{"message": cleanText(message, maxMessageBytes)}
+	if err := CheckText("message", message, maxMessageBytes); err != nil {
+		return err
+	}
+	event := map[string]any{"message": message}
 	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
 		event["progress"] = fraction
 	}

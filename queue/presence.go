@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/db"
 )
@@ -86,13 +85,10 @@ func (d *DeviceReport) check() error {
 	if d.InfoAge < 0 || d.InfoAge > 365*24*time.Hour {
 		return invalid("info_age_ms", "must be between 0 and a year")
 	}
-	if len(d.Error) > MaxReasonBytes || !utf8.ValidString(d.Error) {
-		return invalid("info_error", "must be valid UTF-8 of at most %d bytes", MaxReasonBytes)
+	if err := CheckText("info_error", d.Error, MaxReasonBytes); err != nil {
+		return err
 	}
-	if len(d.Reason) > MaxReasonBytes || !utf8.ValidString(d.Reason) {
-		return invalid("reason", "must be valid UTF-8 of at most %d bytes", MaxReasonBytes)
-	}
-	return nil
+	return CheckText("reason", d.Reason, MaxReasonBytes)
 }
 
 // wakeReaper makes the active reaper look at the deadlines again.

@@ -189,8 +189,8 @@ func (j *NewJob) normalizePayload() error {
 	if err := json.Unmarshal(j.Payload, &obj); err != nil || obj == nil {
 		return invalid("payload", "must be a JSON object")
 	}
-	// checkPayload needs valid JSON, which the decode above proved.
-	if problem := checkPayload(j.Payload); problem != "" {
+	// checkDocument needs valid JSON, which the decode above proved.
+	if problem := checkDocument(j.Payload, MaxPayloadBytes); problem != "" {
 		return invalid("payload", "%s", problem)
 	}
 	j.app, j.device = nil, nil

@@ -92,6 +92,19 @@ func (d Direct) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	return claim, nil
 }
 
+// Fail implements Backend with the queue's fail, msg cleaned first as
+// Remote cleans it (clip): the queue refuses NUL and invalid UTF-8, and an
+// executor's error is what its stderr was.
+func (d Direct) Fail(ctx context.Context, l queue.Lease, msg string, retryable bool) (queue.Job, error) {
+	return d.Client.Fail(ctx, l, clip(msg), retryable)
+}
+
+// Progress implements Backend with the queue's progress, message cleaned
+// as for Fail.
+func (d Direct) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
+	return d.Client.Progress(ctx, l, fraction, clip(message))
+}
+
 // errNoArtifactStorage refuses the artifacts of a direct worker made
 // without storage (tests): the executor hears it at once, unspooled.
 var errNoArtifactStorage = errors.New("this worker has no artifact storage")

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,11 +42,9 @@ func (d *device) update(info queue.DeviceInfo, err error, minBattery int, at tim
 	was, wasReason, wasErr, wasChecked := d.claiming, d.reason, d.err, d.checked
 	d.checked = true
 	if err != nil {
-		d.err = err.Error()
-		if len(d.err) > queue.MaxReasonBytes {
-			d.err = d.err[:queue.MaxReasonBytes]
-		}
-		d.err = strings.ToValidUTF8(d.err, "")
+		// A command's stderr may hold anything (a NUL byte): cleaned,
+		// the error can be sent, and presence keeps working.
+		d.err = queue.CleanText(err.Error(), queue.MaxReasonBytes)
 	} else {
 		d.err, d.info, d.have, d.gathered = "", info, true, at
 	}
@@ -57,6 +54,7 @@ func (d *device) update(info queue.DeviceInfo, err error, minBattery int, at tim
 	d.claiming, d.reason = true, ""
 	if d.have {
 		d.claiming, d.reason = queue.DeviceHealth(d.info, minBattery)
+		d.reason = queue.CleanText(d.reason, queue.MaxReasonBytes) // "adb " and a 1,024-byte state is over
 	}
 	return !wasChecked || was != d.claiming || wasReason != d.reason || (wasErr == "") != (d.err == "")
 }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/executor"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
@@ -145,4 +150,40 @@ func TestDeviceInfoNeverBlocksClaims(t *testing.T) {
 	}
 	job := g.submit(t, `{"steps":1,"step_ms":10}`, 1)
 	g.waitState(t, job.ID, queue.StateSucceeded)
+}
+
+// A device-info command whose stderr holds a NUL byte (and invalid UTF-8)
+// fails its run, and the worker says so with presence, cleaned: it stays
+// online and claiming instead of every presence being refused, which
+// showed the running worker offline. Direct and remote workers alike.
+func TestDeviceInfoStderrWithNULKeepsPresence(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join(t.TempDir(), "device-info")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf 'adb: \\000\\377 broken\\n' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info, err := executor.NewDeviceInfo(script, 5*time.Second, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Direct", "Remote"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			cfg := worker.Config{ID: "remote-worker", Lease: 5 * time.Second, Backend: worker.Direct{Client: f.client}, Pool: f.pool,
+				DeviceInfo: info.Run, DeviceInfoEvery: 200 * time.Millisecond}
+			if kind == "Remote" {
+				cfg.Backend, cfg.Pool = f.remote(t), nil
+			}
+			f.run(t, cfg)
+			w := f.waitStatus(t, "remote-worker", func(w queue.WorkerStatus) bool {
+				return w.Online && w.Claiming && w.InfoError != nil && strings.Contains(*w.InfoError, "broken")
+			})
+			if strings.ContainsRune(*w.InfoError, 0) || !utf8.ValidString(*w.InfoError) {
+				t.Fatalf("info_error %q", *w.InfoError)
+			}
+			job := f.submit(t, `{"steps":1,"step_ms":10}`, 1)
+			f.waitState(t, job.ID, queue.StateSucceeded)
+		})
+	}
 }

@@ -210,8 +210,10 @@ func TestRemoteLongFailureMessageIsRecorded(t *testing.T) {
 	job := f.submit(t, `{}`, 1)
 	d := f.waitState(t, job.ID, queue.StateDead)
 	a := d.Attempts[0]
-	if outcome := deref(a.Outcome); outcome != "failed" || !strings.HasPrefix(long, deref(a.Error)) || len(deref(a.Error)) < 60<<10 {
-		t.Fatalf("attempt %s with %d bytes of error, want failed with the message cut to 64 KiB", outcome, len(deref(a.Error)))
+	// Cut with queue.CleanText, which says so with a trailing "…".
+	if outcome, msg := deref(a.Outcome), deref(a.Error); outcome != "failed" || !strings.HasSuffix(msg, "…") ||
+		!strings.HasPrefix(long, strings.TrimSuffix(msg, "…")) || len(msg) < 60<<10 || len(msg) > 64<<10 {
+		t.Fatalf("attempt %s with %d bytes of error, want failed with the message cut to 64 KiB", outcome, len(msg))
 	}
 }
 
@@ -288,6 +290,35 @@ func TestEffectResultIsCheckedBeforeSending(t *testing.T) {
 			var ve *queue.ValidationError
 			if err := <-got; !errors.As(err, &ve) || ve.Field != "result" {
 				t.Fatalf("FinishEffect([1]) = %v, want a validation error on result", err)
+			}
+		})
+	}
+}
+
+// A result with a number beyond float64 (which the database would store as
+// 1,000 digits) is refused by the queue's one rule, checked by both kinds
+// of worker before sending: the attempt fails with the reason.
+func TestResultBeyondFloat64FailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		return json.RawMessage(`{"score":1e999}`), nil
+	})
+	for _, kind := range []string{"Direct", "Remote"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			cfg := worker.Config{ID: "remote-worker", Lease: 2 * time.Second, Executor: exec, Pool: f.pool, Reaper: true,
+				Backend: worker.Direct{Client: f.client}}
+			if kind == "Remote" {
+				cfg.Backend = f.remote(t)
+			}
+			f.run(t, cfg)
+			job := f.submit(t, `{}`, 1)
+			d := f.waitState(t, job.ID, queue.StateDead)
+			a := d.Attempts[0]
+			outcome, reason := deref(a.Outcome), deref(a.Error)
+			if len(d.Attempts) != 1 || outcome != "failed" || !strings.HasPrefix(reason, "result refused: result: holds the number 1e999") {
+				t.Fatalf("%d attempts, the first %s with %q; want one failed with the reason", len(d.Attempts), outcome, reason)
 			}
 		})
 	}

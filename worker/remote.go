@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
@@ -223,19 +222,10 @@ func (r *Remote) jobWrite(ctx context.Context, l queue.Lease, action string, bod
 	return queue.JobFromAPI(job), err
 }
 
-// clip cuts a message to what the server takes, at a character boundary,
-// as the queue does for a direct worker: a long stderr must not turn a
+// clip makes a message what the server takes (queue.CheckText), as
+// Direct does: a long stderr, or one with a NUL byte, must not turn a
 // failure into a refused write and an expired lease.
-func clip(msg string) string {
-	if len(msg) <= api.MaxMessageBytes {
-		return msg
-	}
-	cut := api.MaxMessageBytes
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut]
-}
+func clip(msg string) string { return queue.CleanText(msg, api.MaxMessageBytes) }
 
 func jobPath(l queue.Lease, action string) string { return api.JobPath(l.JobID, action) }
 
