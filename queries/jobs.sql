@@ -99,9 +99,23 @@ LIMIT @max;
 --
 -- @now is NULL but in tests, which name the time instead of sleeping
 -- (here and in every lease statement below); the plan is the same.
-WITH candidates AS MATERIALIZED (
+--
+-- @token_id is set by the worker API only: the claim takes nothing unless
+-- that worker token is active, and it holds a share lock on the token's
+-- row until it commits (gate), which TokenRevoke's update waits for. So a
+-- revoke either commits first, and the claim, which waits for it and then
+-- reads the revoked row again, takes nothing; or it waits for the claim's
+-- commit, and the statement after it (JobLeasesEndByOwner) sees the jobs
+-- the claim took and ends their leases. No claim of a revoked token can
+-- leave a lease standing, whatever the timing.
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
+    FOR SHARE
+), candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
+      AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
       AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND queue = ANY(@queues::text[])
@@ -226,9 +240,14 @@ FROM limits;
 -- limit), and a job held back does not hold back the others. When a job
 -- is under both limits, one the queue's cap holds back still takes room
 -- in its key for this claim: that errs towards claiming less, never more.
--- The claim itself is JobClaim's (same SET, the same hand-over); the
--- state is checked again in the UPDATE, since a cancel may have come first.
-WITH qfree AS MATERIALIZED (
+-- The claim itself is JobClaim's (same SET, the same hand-over, the same
+-- gate on a worker token); the state is checked again in the UPDATE,
+-- since a cancel may have come first.
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
+    FOR SHARE
+), qfree AS MATERIALIZED (
     SELECT s.name,
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
     FROM queue_settings s
@@ -280,6 +299,7 @@ WITH qfree AS MATERIALIZED (
         handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
         lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
+      AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.*
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
