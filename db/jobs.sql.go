@@ -13,37 +13,61 @@ import (
 
 const jobCancel = `-- name: JobCancel :many
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, r.revoked,
+           (state = 'running' AND (
+               r.revoked
+               OR (heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+                   AND NOT EXISTS (SELECT 1 FROM workers w
+                                   WHERE w.id = jobs.lease_owner
+                                     AND w.last_seen >= now() - $1::bigint * interval '1 millisecond'))
+           )) AS abandoned
+    FROM jobs CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM api_tokens t
+                       WHERE t.name = jobs.lease_owner AND t.role = 'worker' AND t.revoked_at IS NOT NULL) AS revoked
+    ) r
     WHERE state IN ('pending', 'running')
-      AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
-      AND ($2::text IS NULL OR kind = $2)
-      AND ($3::text IS NULL OR queue = $3)
-      AND ($4::job_state IS NULL OR state = $4)
+      AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
+      AND ($3::text IS NULL OR kind = $3)
+      AND ($4::text IS NULL OR queue = $4)
+      AND ($5::job_state IS NULL OR state = $5)
     ORDER BY id
-    FOR UPDATE
+    FOR UPDATE OF jobs
 ), changed AS (
     UPDATE jobs j
-    SET state = CASE WHEN j.state = 'pending' THEN 'cancelled' ELSE j.state END,
-        cancel_requested = (j.state = 'running'),
-        finished_at = CASE WHEN j.state = 'pending' THEN now() END
+    SET state = CASE WHEN j.state = 'pending' OR t.abandoned THEN 'cancelled' ELSE j.state END,
+        cancel_requested = (j.state = 'running' AND NOT t.abandoned),
+        finished_at = CASE WHEN j.state = 'pending' OR t.abandoned THEN now() END,
+        lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+), ended AS (
+    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+), att AS (
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
+    FROM ended
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
-           jsonb_build_object('by', $5::text)
-    FROM changed
+    SELECT c.id, CASE WHEN c.state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, c.attempt,
+           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', $6::text)
+                ELSE jsonb_build_object('by', $6::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
+                                        'reason', CASE WHEN e.revoked THEN 'worker token revoked' ELSE 'worker offline' END)
+           END
+    FROM changed c LEFT JOIN ended e ON e.id = c.id
+), freed AS (
+    SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM changed ORDER BY id
+SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending FROM changed LEFT JOIN freed ON true ORDER BY id
 `
 
 type JobCancelParams struct {
-	Ids   []int64
-	Kind  *string
-	Queue *string
-	State *JobState
-	Actor string
+	OnlineMs int64
+	Ids      []int64
+	Kind     *string
+	Queue    *string
+	State    *JobState
+	Actor    string
 }
 
 type JobCancelRow struct {
@@ -81,9 +105,18 @@ type JobCancelRow struct {
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
-// hears it with its next heartbeat). Jobs in other states are left alone.
+// hears it with its next heartbeat). A running job whose lease owner will
+// never hear it ends cancelled at once too (abandoned): its owner is a
+// revoked worker token, or it is offline (no presence within @online_ms,
+// and no heartbeat of this job either, which a worker that does not
+// report presence still sends). Its lease ends with it, so every later
+// write of the old owner is refused by the fence (the job no longer
+// runs); the attempt ends cancelled, uncounted, as a worker's own stop on
+// a cancel request would end it (JobStop). Jobs in other states are left
+// alone.
 func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCancelRow, error) {
 	rows, err := q.db.Query(ctx, jobCancel,
+		arg.OnlineMs,
 		arg.Ids,
 		arg.Kind,
 		arg.Queue,

@@ -499,31 +499,62 @@ SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp())
 
 -- name: JobCancel :many
 -- Cancels pending jobs at once and asks running ones to stop (their worker
--- hears it with its next heartbeat). Jobs in other states are left alone.
+-- hears it with its next heartbeat). A running job whose lease owner will
+-- never hear it ends cancelled at once too (abandoned): its owner is a
+-- revoked worker token, or it is offline (no presence within @online_ms,
+-- and no heartbeat of this job either, which a worker that does not
+-- report presence still sends). Its lease ends with it, so every later
+-- write of the old owner is refused by the fence (the job no longer
+-- runs); the attempt ends cancelled, uncounted, as a worker's own stop on
+-- a cancel request would end it (JobStop). Jobs in other states are left
+-- alone.
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, r.revoked,
+           (state = 'running' AND (
+               r.revoked
+               OR (heartbeat_at < now() - sqlc.arg('online_ms')::bigint * interval '1 millisecond'
+                   AND NOT EXISTS (SELECT 1 FROM workers w
+                                   WHERE w.id = jobs.lease_owner
+                                     AND w.last_seen >= now() - sqlc.arg('online_ms')::bigint * interval '1 millisecond'))
+           )) AS abandoned
+    FROM jobs CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM api_tokens t
+                       WHERE t.name = jobs.lease_owner AND t.role = 'worker' AND t.revoked_at IS NOT NULL) AS revoked
+    ) r
     WHERE state IN ('pending', 'running')
       AND (sqlc.narg('ids')::bigint[] IS NULL OR id = ANY(sqlc.narg('ids')::bigint[]))
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
     ORDER BY id
-    FOR UPDATE
+    FOR UPDATE OF jobs
 ), changed AS (
     UPDATE jobs j
-    SET state = CASE WHEN j.state = 'pending' THEN 'cancelled' ELSE j.state END,
-        cancel_requested = (j.state = 'running'),
-        finished_at = CASE WHEN j.state = 'pending' THEN now() END
+    SET state = CASE WHEN j.state = 'pending' OR t.abandoned THEN 'cancelled' ELSE j.state END,
+        cancel_requested = (j.state = 'running' AND NOT t.abandoned),
+        finished_at = CASE WHEN j.state = 'pending' OR t.abandoned THEN now() END,
+        lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
     RETURNING j.*
+), ended AS (
+    SELECT c.*, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+), att AS (
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
+    FROM ended
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
-           jsonb_build_object('by', @actor::text)
-    FROM changed
+    SELECT c.id, CASE WHEN c.state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, c.attempt,
+           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', @actor::text)
+                ELSE jsonb_build_object('by', @actor::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
+                                        'reason', CASE WHEN e.revoked THEN 'worker token revoked' ELSE 'worker offline' END)
+           END
+    FROM changed c LEFT JOIN ended e ON e.id = c.id
+), freed AS (
+    SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT * FROM changed ORDER BY id;
+SELECT changed.* FROM changed LEFT JOIN freed ON true ORDER BY id;
 
 -- name: JobRetry :many
 -- Moves dead or cancelled jobs back to pending, due now, with a fresh budget
