@@ -64,7 +64,7 @@ func TestClaimGatedOnWorkerToken(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the claim to wait for the revoke", func() bool {
 		var n int
 		err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%FROM api_tokens%' AND pid <> pg_backend_pid()`).Scan(&n)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM api_tokens%'`).Scan(&n)
 		return err == nil && n > 0
 	})
 	if err := tx.Commit(f.ctx); err != nil {
