@@ -51,8 +51,8 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
 var (
 	// ErrInvalid means the secret names no active token.
 	ErrInvalid = errors.New("invalid or revoked token")
-	// ErrNotFound means no active token has that name.
-	ErrNotFound = errors.New("no active token with that name")
+	// ErrNotFound means no token has that name.
+	ErrNotFound = errors.New("no token with that name")
 	// ErrNameTaken means a token (active or revoked) already has that name.
 	ErrNameTaken = errors.New("token name already taken")
 	// ErrBadName means the name does not match ^[A-Za-z0-9_.@-]{1,64}$.
@@ -189,17 +189,38 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 	return toks, nil
 }
 
-// Revoke ends the active token called name; requests with it fail from
-// now on. The name stays taken, so that logs keep meaning one token.
-func (s *Store) Revoke(ctx context.Context, name string) error {
-	_, err := s.q.TokenRevoke(ctx, name)
+// Revoke ends the token called name; requests with it fail from now on.
+// The name stays taken, so that logs keep meaning one token. It is
+// idempotent: revoking a token revoked already changes nothing and
+// answers its record with already true, so that a revoke that was cut
+// short (its leases not yet ended) can be run again. ErrNotFound means no
+// token, active or revoked, has that name.
+//
+// It returns only once the claims in flight with the token have
+// committed (they hold its row: queue's JobClaim), so what they took is
+// visible to the caller's next statement, and no claim after it takes a
+// job.
+func (s *Store) Revoke(ctx context.Context, name string) (tok Token, already bool, err error) {
+	row, err := s.q.TokenRevoke(ctx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
+		row, err = s.q.TokenByName(ctx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Token{}, false, fmt.Errorf("%w: %q", ErrNotFound, name)
+		}
+		if err != nil {
+			return Token{}, false, fmt.Errorf("revoking token: %w", err)
+		}
+		if row.RevokedAt == nil {
+			// Brought back (TokenUpsertByName) between the two
+			// statements: it is active, and this revoke has not ended it.
+			return s.Revoke(ctx, name)
+		}
+		return toToken(row), true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("revoking token: %w", err)
+		return Token{}, false, fmt.Errorf("revoking token: %w", err)
 	}
-	return nil
+	return toToken(row), false, nil
 }
 
 func check(name string, role Role) error {

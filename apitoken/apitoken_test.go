@@ -76,16 +76,20 @@ func TestRevoke(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	secret, _ := f.create(t, "old", apitoken.RoleAdmin)
-	if err := f.store.Revoke(f.ctx, "old"); err != nil {
-		t.Fatalf("revoking: %v", err)
+	tok, already, err := f.store.Revoke(f.ctx, "old")
+	if err != nil || already || tok.RevokedAt == nil || tok.Role != apitoken.RoleAdmin {
+		t.Fatalf("revoking = %+v, already %v, %v", tok, already, err)
 	}
 	if _, err := f.store.Authenticate(f.ctx, secret); !errors.Is(err, apitoken.ErrInvalid) {
 		t.Fatalf("revoked token authenticated: %v", err)
 	}
-	if err := f.store.Revoke(f.ctx, "old"); !errors.Is(err, apitoken.ErrNotFound) {
-		t.Fatalf("revoking twice = %v, want ErrNotFound", err)
+	// Idempotent: a second revoke succeeds and says it was revoked
+	// already, with the first revoke's time.
+	again, already, err := f.store.Revoke(f.ctx, "old")
+	if err != nil || !already || again.RevokedAt == nil || !again.RevokedAt.Equal(*tok.RevokedAt) {
+		t.Fatalf("revoking twice = %+v, already %v, %v; want the first revoke, already", again, already, err)
 	}
-	if err := f.store.Revoke(f.ctx, "never"); !errors.Is(err, apitoken.ErrNotFound) {
+	if _, _, err := f.store.Revoke(f.ctx, "never"); !errors.Is(err, apitoken.ErrNotFound) {
 		t.Fatalf("revoking unknown = %v, want ErrNotFound", err)
 	}
 	toks, err := f.store.List(f.ctx)
@@ -180,7 +184,7 @@ func TestEnsure(t *testing.T) {
 
 	// Revoked by an operator, then the server restarts with the variable
 	// still set: the environment wins.
-	if err := f.store.Revoke(f.ctx, "env"); err != nil {
+	if _, _, err := f.store.Revoke(f.ctx, "env"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.store.Ensure(f.ctx, "env", apitoken.RoleAdmin, "first-secret-0123456789"); err != nil {

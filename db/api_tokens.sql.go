@@ -28,6 +28,25 @@ func (q *Queries) TokenByHash(ctx context.Context, tokenHash []byte) (ApiToken, 
 	return i, err
 }
 
+const tokenByName = `-- name: TokenByName :one
+SELECT id, name, role, token_hash, created_at, last_used_at, revoked_at FROM api_tokens WHERE name = $1
+`
+
+func (q *Queries) TokenByName(ctx context.Context, name string) (ApiToken, error) {
+	row := q.db.QueryRow(ctx, tokenByName, name)
+	var i ApiToken
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Role,
+		&i.TokenHash,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
 const tokenCreate = `-- name: TokenCreate :one
 INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3) RETURNING id, name, role, token_hash, created_at, last_used_at, revoked_at
 `
@@ -89,6 +108,9 @@ const tokenRevoke = `-- name: TokenRevoke :one
 UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING id, name, role, token_hash, created_at, last_used_at, revoked_at
 `
 
+// Waits for the claims in flight with this token (they hold its row with
+// FOR SHARE: JobClaim's gate), so that the statement after it sees what
+// they took.
 func (q *Queries) TokenRevoke(ctx context.Context, name string) (ApiToken, error) {
 	row := q.db.QueryRow(ctx, tokenRevoke, name)
 	var i ApiToken

@@ -29,7 +29,7 @@ func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (c
 	// transaction only (the rest of it, if conn is a transaction), the
 	// cached generic plan is used.
 	b.Queue("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
-	b.Queue(jobClaim, arg.Now, arg.Queues, arg.Devices, arg.Max, arg.WorkerID, arg.LeaseMs, arg.HandoverMs, arg.WakeBelowMs).
+	b.Queue(jobClaim, arg.TokenID, arg.Now, arg.Queues, arg.Devices, arg.Max, arg.WorkerID, arg.LeaseMs, arg.HandoverMs, arg.WakeBelowMs).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			claimed, err = New(batchRows{rows}).JobClaim(ctx, arg)

@@ -13,37 +13,61 @@ import (
 
 const jobCancel = `-- name: JobCancel :many
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, r.revoked,
+           (state = 'running' AND (
+               r.revoked
+               OR (heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+                   AND NOT EXISTS (SELECT 1 FROM workers w
+                                   WHERE w.id = jobs.lease_owner
+                                     AND w.last_seen >= now() - $1::bigint * interval '1 millisecond'))
+           )) AS abandoned
+    FROM jobs CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM api_tokens t
+                       WHERE t.name = jobs.lease_owner AND t.role = 'worker' AND t.revoked_at IS NOT NULL) AS revoked
+    ) r
     WHERE state IN ('pending', 'running')
-      AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
-      AND ($2::text IS NULL OR kind = $2)
-      AND ($3::text IS NULL OR queue = $3)
-      AND ($4::job_state IS NULL OR state = $4)
+      AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
+      AND ($3::text IS NULL OR kind = $3)
+      AND ($4::text IS NULL OR queue = $4)
+      AND ($5::job_state IS NULL OR state = $5)
     ORDER BY id
-    FOR UPDATE
+    FOR UPDATE OF jobs
 ), changed AS (
     UPDATE jobs j
-    SET state = CASE WHEN j.state = 'pending' THEN 'cancelled' ELSE j.state END,
-        cancel_requested = (j.state = 'running'),
-        finished_at = CASE WHEN j.state = 'pending' THEN now() END
+    SET state = CASE WHEN j.state = 'pending' OR t.abandoned THEN 'cancelled' ELSE j.state END,
+        cancel_requested = (j.state = 'running' AND NOT t.abandoned),
+        finished_at = CASE WHEN j.state = 'pending' OR t.abandoned THEN now() END,
+        lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+), ended AS (
+    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+), att AS (
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
+    FROM ended
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
-           jsonb_build_object('by', $5::text)
-    FROM changed
+    SELECT c.id, CASE WHEN c.state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, c.attempt,
+           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', $6::text)
+                ELSE jsonb_build_object('by', $6::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
+                                        'reason', CASE WHEN e.revoked THEN 'worker token revoked' ELSE 'worker offline' END)
+           END
+    FROM changed c LEFT JOIN ended e ON e.id = c.id
+), freed AS (
+    SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM changed ORDER BY id
+SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending FROM changed LEFT JOIN freed ON true ORDER BY id
 `
 
 type JobCancelParams struct {
-	Ids   []int64
-	Kind  *string
-	Queue *string
-	State *JobState
-	Actor string
+	OnlineMs int64
+	Ids      []int64
+	Kind     *string
+	Queue    *string
+	State    *JobState
+	Actor    string
 }
 
 type JobCancelRow struct {
@@ -81,9 +105,18 @@ type JobCancelRow struct {
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
-// hears it with its next heartbeat). Jobs in other states are left alone.
+// hears it with its next heartbeat). A running job whose lease owner will
+// never hear it ends cancelled at once too (abandoned): its owner is a
+// revoked worker token, or it is offline (no presence within @online_ms,
+// and no heartbeat of this job either, which a worker that does not
+// report presence still sends). Its lease ends with it, so every later
+// write of the old owner is refused by the fence (the job no longer
+// runs); the attempt ends cancelled, uncounted, as a worker's own stop on
+// a cancel request would end it (JobStop). Jobs in other states are left
+// alone.
 func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCancelRow, error) {
 	rows, err := q.db.Query(ctx, jobCancel,
+		arg.OnlineMs,
 		arg.Ids,
 		arg.Kind,
 		arg.Queue,
@@ -141,41 +174,47 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 }
 
 const jobClaim = `-- name: JobClaim :many
-WITH candidates AS MATERIALIZED (
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = $1::bigint AND revoked_at IS NULL
+    FOR SHARE
+), candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
+      AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
-      AND run_at <= coalesce($1::timestamptz, now())
-      AND queue = ANY($2::text[])
-      AND (device IS NULL OR device = ANY($3::text[]))
+      AND run_at <= coalesce($2::timestamptz, now())
+      AND queue = ANY($3::text[])
+      AND (device IS NULL OR device = ANY($4::text[]))
       AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
     ORDER BY priority, run_at, id
-    LIMIT $4
+    LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $5::text,
-        lease_ms = $6::integer,
+        lease_owner = $6::text,
+        lease_ms = $7::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce($1::timestamptz, now()),
-        attempt_started_at = coalesce($1::timestamptz, now()),
-        handover_pending = $7::integer IS NOT NULL,
-        lease_until = coalesce($1::timestamptz, now())
-                      + LEAST($6::integer, j.timeout_ms, $7::integer) * interval '1 millisecond'
+        heartbeat_at = coalesce($2::timestamptz, now()),
+        attempt_started_at = coalesce($2::timestamptz, now()),
+        handover_pending = $8::integer IS NOT NULL,
+        lease_until = coalesce($2::timestamptz, now())
+                      + LEAST($7::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms, $7::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($6::integer, timeout_ms, $7::integer)) < $8::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $8::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $8::integer)) < $9::integer
 )
 SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
+	TokenID     *int64
 	Now         *time.Time
 	Queues      []string
 	Devices     []string
@@ -247,8 +286,18 @@ type JobClaimRow struct {
 //
 // @now is NULL but in tests, which name the time instead of sleeping
 // (here and in every lease statement below); the plan is the same.
+//
+// @token_id is set by the worker API only: the claim takes nothing unless
+// that worker token is active, and it holds a share lock on the token's
+// row until it commits (gate), which TokenRevoke's update waits for. So a
+// revoke either commits first, and the claim, which waits for it and then
+// reads the revoked row again, takes nothing; or it waits for the claim's
+// commit, and the statement after it (JobLeasesEndByOwner) sees the jobs
+// the claim took and ends their leases. No claim of a revoked token can
+// leave a lease standing, whatever the timing.
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := q.db.Query(ctx, jobClaim,
+		arg.TokenID,
 		arg.Now,
 		arg.Queues,
 		arg.Devices,
@@ -309,27 +358,31 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 }
 
 const jobClaimLimited = `-- name: JobClaimLimited :many
-WITH qfree AS MATERIALIZED (
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = $1::bigint AND revoked_at IS NULL
+    FOR SHARE
+), qfree AS MATERIALIZED (
     SELECT s.name,
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
     FROM queue_settings s
-    WHERE s.name = ANY($1::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+    WHERE s.name = ANY($2::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
 ), kfree AS MATERIALIZED (
     SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running
-    FROM unnest($2::text[]) AS k(k)
+    FROM unnest($3::text[]) AS k(k)
 ), picks AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
     FROM kfree CROSS JOIN LATERAL (
         SELECT w.id, w.queue, w.priority, w.run_at, w.concurrency_limit, row_number() OVER (ORDER BY w.priority, w.run_at, w.id) AS n
         FROM (SELECT j.id, j.queue, j.priority, j.run_at, j.concurrency_limit FROM jobs j
               WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.run_at <= now()
-                AND j.queue = ANY($3::text[])
-                AND (j.device IS NULL OR j.device = ANY($4::text[]))
+                AND j.queue = ANY($4::text[])
+                AND (j.device IS NULL OR j.device = ANY($5::text[]))
                 -- a paused or capped queue's job needs its queue's lock too
                 AND (j.queue = ANY (ARRAY(SELECT name FROM qfree))
                      OR j.queue <> ALL (ARRAY(SELECT name FROM queue_settings WHERE paused OR max_running IS NOT NULL)))
               ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
-              LIMIT $5) w
+              LIMIT $6) w
     ) p
     WHERE kfree.running + p.n <= p.concurrency_limit
     UNION ALL
@@ -337,9 +390,9 @@ WITH qfree AS MATERIALIZED (
     FROM qfree CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at FROM jobs j
         WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.run_at <= now()
-          AND (j.device IS NULL OR j.device = ANY($4::text[]))
+          AND (j.device IS NULL OR j.device = ANY($5::text[]))
         ORDER BY j.priority, j.run_at, j.id
-        LIMIT LEAST(GREATEST(qfree.free, 0), $5)
+        LIMIT LEAST(GREATEST(qfree.free, 0), $6)
     ) p
 ), chosen AS MATERIALIZED (
     SELECT r.id FROM (
@@ -348,28 +401,30 @@ WITH qfree AS MATERIALIZED (
     ) r LEFT JOIN qfree ON qfree.name = r.queue
     WHERE qfree.name IS NULL OR r.qn <= qfree.free
     ORDER BY r.priority, r.run_at, r.id
-    LIMIT $5
+    LIMIT $6
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $6::text,
-        lease_ms = $7::integer,
+        lease_owner = $7::text,
+        lease_ms = $8::integer,
         lease_token = lease_token_next(),
         heartbeat_at = now(),
         attempt_started_at = now(),
-        handover_pending = $8::integer IS NOT NULL,
-        lease_until = now() + LEAST($7::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
+        handover_pending = $9::integer IS NOT NULL,
+        lease_until = now() + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
+      AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $8::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $8::integer)) < $9::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($8::integer, timeout_ms, $9::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($8::integer, timeout_ms, $9::integer)) < $10::integer
 )
 SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimLimitedParams struct {
+	TokenID      *int64
 	LockedQueues []string
 	LockedKeys   []string
 	Queues       []string
@@ -425,10 +480,12 @@ type JobClaimLimitedRow struct {
 // limit), and a job held back does not hold back the others. When a job
 // is under both limits, one the queue's cap holds back still takes room
 // in its key for this claim: that errs towards claiming less, never more.
-// The claim itself is JobClaim's (same SET, the same hand-over); the
-// state is checked again in the UPDATE, since a cancel may have come first.
+// The claim itself is JobClaim's (same SET, the same hand-over, the same
+// gate on a worker token); the state is checked again in the UPDATE,
+// since a cancel may have come first.
 func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams) ([]JobClaimLimitedRow, error) {
 	rows, err := q.db.Query(ctx, jobClaimLimited,
+		arg.TokenID,
 		arg.LockedQueues,
 		arg.LockedKeys,
 		arg.Queues,

@@ -47,3 +47,18 @@ func (q *Queries) JobLeasesEndByOwner(ctx context.Context, owner string) ([]int6
 	}
 	return items, nil
 }
+
+const tokenActive = `-- name: TokenActive :one
+SELECT EXISTS (SELECT 1 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL)::boolean AS active
+`
+
+// Whether worker token @id may still claim: asked after a claim that
+// took nothing, so that a long poll of a revoked token ends (401) instead
+// of waiting on. The claim statements' gate is what keeps a revoked token
+// from claiming; this only tells the poll why it got nothing.
+func (q *Queries) TokenActive(ctx context.Context, id int64) (bool, error) {
+	row := q.db.QueryRow(ctx, tokenActive, id)
+	var active bool
+	err := row.Scan(&active)
+	return active, err
+}

@@ -8,7 +8,13 @@ SELECT * FROM api_tokens WHERE token_hash = @token_hash AND revoked_at IS NULL;
 SELECT * FROM api_tokens ORDER BY created_at, id;
 
 -- name: TokenRevoke :one
+-- Waits for the claims in flight with this token (they hold its row with
+-- FOR SHARE: JobClaim's gate), so that the statement after it sees what
+-- they took.
 UPDATE api_tokens SET revoked_at = now() WHERE name = @name AND revoked_at IS NULL RETURNING *;
+
+-- name: TokenByName :one
+SELECT * FROM api_tokens WHERE name = @name;
 
 -- name: TokenTouch :exec
 -- Records use at most once a minute, so authentication stays read-mostly.

@@ -99,9 +99,23 @@ LIMIT @max;
 --
 -- @now is NULL but in tests, which name the time instead of sleeping
 -- (here and in every lease statement below); the plan is the same.
-WITH candidates AS MATERIALIZED (
+--
+-- @token_id is set by the worker API only: the claim takes nothing unless
+-- that worker token is active, and it holds a share lock on the token's
+-- row until it commits (gate), which TokenRevoke's update waits for. So a
+-- revoke either commits first, and the claim, which waits for it and then
+-- reads the revoked row again, takes nothing; or it waits for the claim's
+-- commit, and the statement after it (JobLeasesEndByOwner) sees the jobs
+-- the claim took and ends their leases. No claim of a revoked token can
+-- leave a lease standing, whatever the timing.
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
+    FOR SHARE
+), candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
+      AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
       AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND queue = ANY(@queues::text[])
@@ -226,9 +240,14 @@ FROM limits;
 -- limit), and a job held back does not hold back the others. When a job
 -- is under both limits, one the queue's cap holds back still takes room
 -- in its key for this claim: that errs towards claiming less, never more.
--- The claim itself is JobClaim's (same SET, the same hand-over); the
--- state is checked again in the UPDATE, since a cancel may have come first.
-WITH qfree AS MATERIALIZED (
+-- The claim itself is JobClaim's (same SET, the same hand-over, the same
+-- gate on a worker token); the state is checked again in the UPDATE,
+-- since a cancel may have come first.
+WITH gate AS MATERIALIZED (
+    SELECT id FROM api_tokens
+    WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
+    FOR SHARE
+), qfree AS MATERIALIZED (
     SELECT s.name,
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
     FROM queue_settings s
@@ -280,6 +299,7 @@ WITH qfree AS MATERIALIZED (
         handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
         lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
+      AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.*
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
@@ -479,31 +499,62 @@ SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp())
 
 -- name: JobCancel :many
 -- Cancels pending jobs at once and asks running ones to stop (their worker
--- hears it with its next heartbeat). Jobs in other states are left alone.
+-- hears it with its next heartbeat). A running job whose lease owner will
+-- never hear it ends cancelled at once too (abandoned): its owner is a
+-- revoked worker token, or it is offline (no presence within @online_ms,
+-- and no heartbeat of this job either, which a worker that does not
+-- report presence still sends). Its lease ends with it, so every later
+-- write of the old owner is refused by the fence (the job no longer
+-- runs); the attempt ends cancelled, uncounted, as a worker's own stop on
+-- a cancel request would end it (JobStop). Jobs in other states are left
+-- alone.
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, r.revoked,
+           (state = 'running' AND (
+               r.revoked
+               OR (heartbeat_at < now() - sqlc.arg('online_ms')::bigint * interval '1 millisecond'
+                   AND NOT EXISTS (SELECT 1 FROM workers w
+                                   WHERE w.id = jobs.lease_owner
+                                     AND w.last_seen >= now() - sqlc.arg('online_ms')::bigint * interval '1 millisecond'))
+           )) AS abandoned
+    FROM jobs CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM api_tokens t
+                       WHERE t.name = jobs.lease_owner AND t.role = 'worker' AND t.revoked_at IS NOT NULL) AS revoked
+    ) r
     WHERE state IN ('pending', 'running')
       AND (sqlc.narg('ids')::bigint[] IS NULL OR id = ANY(sqlc.narg('ids')::bigint[]))
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
     ORDER BY id
-    FOR UPDATE
+    FOR UPDATE OF jobs
 ), changed AS (
     UPDATE jobs j
-    SET state = CASE WHEN j.state = 'pending' THEN 'cancelled' ELSE j.state END,
-        cancel_requested = (j.state = 'running'),
-        finished_at = CASE WHEN j.state = 'pending' THEN now() END
+    SET state = CASE WHEN j.state = 'pending' OR t.abandoned THEN 'cancelled' ELSE j.state END,
+        cancel_requested = (j.state = 'running' AND NOT t.abandoned),
+        finished_at = CASE WHEN j.state = 'pending' OR t.abandoned THEN now() END,
+        lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
     RETURNING j.*
+), ended AS (
+    SELECT c.*, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+), att AS (
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
+    FROM ended
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, attempt,
-           jsonb_build_object('by', @actor::text)
-    FROM changed
+    SELECT c.id, CASE WHEN c.state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, c.attempt,
+           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', @actor::text)
+                ELSE jsonb_build_object('by', @actor::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
+                                        'reason', CASE WHEN e.revoked THEN 'worker token revoked' ELSE 'worker offline' END)
+           END
+    FROM changed c LEFT JOIN ended e ON e.id = c.id
+), freed AS (
+    SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT * FROM changed ORDER BY id;
+SELECT changed.* FROM changed LEFT JOIN freed ON true ORDER BY id;
 
 -- name: JobRetry :many
 -- Moves dead or cancelled jobs back to pending, due now, with a fresh budget

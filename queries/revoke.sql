@@ -15,3 +15,10 @@ WITH ended AS (
     FROM ended
 )
 SELECT id FROM ended ORDER BY id;
+
+-- name: TokenActive :one
+-- Whether worker token @id may still claim: asked after a claim that
+-- took nothing, so that a long poll of a revoked token ends (401) instead
+-- of waiting on. The claim statements' gate is what keeps a revoked token
+-- from claiming; this only tells the poll why it got nothing.
+SELECT EXISTS (SELECT 1 FROM api_tokens WHERE id = @id AND revoked_at IS NULL)::boolean AS active;

@@ -27,12 +27,17 @@ func (s Selection) check() error {
 }
 
 // Cancel cancels the pending jobs that f selects and asks the running ones
-// to stop. It returns the jobs it changed.
+// to stop. A running job whose worker will never hear the request (its
+// token is revoked, or it has been offline for OnlineWindow and has not
+// heartbeated the job either) ends cancelled at once, its lease with it,
+// so that nothing waits for a lease nobody renews. It returns the jobs it
+// changed.
 func (c *Client) Cancel(ctx context.Context, f Selection, actor string) ([]Job, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	p := db.JobCancelParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor}
+	p := db.JobCancelParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor,
+		OnlineMs: OnlineWindow.Milliseconds()}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}

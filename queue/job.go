@@ -48,6 +48,9 @@ var (
 	// ErrIdempotencyConflict means the idempotency key names a job with
 	// different contents.
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different job")
+	// ErrTokenRevoked means a remote claim's worker token was revoked:
+	// the claim took nothing, and no later one will.
+	ErrTokenRevoked = errors.New("the worker token is revoked")
 )
 
 // Job is a unit of work and its current lease.

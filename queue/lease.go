@@ -49,6 +49,11 @@ type ClaimParams struct {
 	// A hand-over never confirmed ends not_delivered: it does not count,
 	// and the job is due again at once. Zero for a direct claim.
 	Handover time.Duration
+	// TokenID, when not zero, is the worker token a remote claim comes
+	// with: the claim statement takes nothing once that token is revoked,
+	// even a revoke that commits while the claim runs (see JobClaim), and
+	// Claim then answers ErrTokenRevoked. Zero for a direct claim.
+	TokenID int64
 }
 
 // Hand-over deadlines (ClaimParams.Handover): a server's is within
@@ -111,6 +116,22 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	if err := CheckClaim(p); err != nil {
 		return nil, err
 	}
+	jobs, err := c.claim(ctx, p)
+	if err == nil && len(jobs) == 0 && p.TokenID != 0 {
+		// Nothing, perhaps because the token was revoked: a long poll
+		// must end then rather than wait on for jobs it cannot take.
+		active, aerr := c.q.TokenActive(ctx, p.TokenID)
+		if aerr != nil {
+			return nil, fmt.Errorf("checking the worker token: %w", aerr)
+		}
+		if !active {
+			return nil, ErrTokenRevoked
+		}
+	}
+	return jobs, err
+}
+
+func (c *Client) claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	lease := ClampLease(p.Lease)
 	if c.limits.known(p) {
 		// Limited jobs first, while there are any: they are few at a time
@@ -147,8 +168,17 @@ func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.J
 	return db.JobClaimParams{
 		Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 		WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-		HandoverMs: handoverMs(p.Handover, lease), Now: c.now,
+		HandoverMs: handoverMs(p.Handover, lease), Now: c.now, TokenID: tokenID(p),
 	}
+}
+
+// tokenID is p's worker token as the claim statements take it: NULL for
+// a direct claim, which no token gates.
+func tokenID(p ClaimParams) *int64 {
+	if p.TokenID == 0 {
+		return nil
+	}
+	return &p.TokenID
 }
 
 // handoverMs is a claim's hand-over deadline as the claim statements take

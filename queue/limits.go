@@ -120,7 +120,7 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 			LockedQueues: append([]string{}, queues...), LockedKeys: append([]string{}, keys...),
 			Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 			WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-			HandoverMs: handoverMs(p.Handover, lease),
+			HandoverMs: handoverMs(p.Handover, lease), TokenID: tokenID(p),
 		})
 		if err != nil {
 			return fmt.Errorf("claiming limited jobs: %w", err)

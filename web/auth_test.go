@@ -81,7 +81,7 @@ func TestAuthRevoked(t *testing.T) {
 	}
 	stats := call{method: http.MethodGet, path: "/api/v1/stats", token: secret}
 	f.do(t, stats).want(t, http.StatusOK)
-	if err := f.tokens.Revoke(f.ctx, "ci"); err != nil {
+	if _, _, err := f.tokens.Revoke(f.ctx, "ci"); err != nil {
 		t.Fatal(err)
 	}
 	res := f.do(t, stats).want(t, http.StatusUnauthorized)

@@ -116,7 +116,7 @@ func TestWorkerAPITokens(t *testing.T) {
 	f.do(t, call{method: http.MethodPost, path: "/api/v1/jobs", body: `{"kind":"x"}`, token: f.worker}).want(t, http.StatusForbidden)
 	f.do(t, call{method: http.MethodPost, path: "/api/v1/worker/claim", body: `{}`, token: "-"}).want(t, http.StatusUnauthorized)
 	f.claimAs(t, f.worker, `{}`)
-	if err := f.tokens.Revoke(f.ctx, "worker"); err != nil {
+	if _, _, err := f.tokens.Revoke(f.ctx, "worker"); err != nil {
 		t.Fatal(err)
 	}
 	f.do(t, call{method: http.MethodPost, path: "/api/v1/worker/claim", body: `{}`, token: f.worker}).want(t, http.StatusUnauthorized)

@@ -61,26 +61,27 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
 
 // revokeToken revokes a token; for a worker token it also ends the leases
 // the worker holds, so that its jobs are taken back and retried now
-// instead of when their leases would have run out.
+// instead of when their leases would have run out. A token revoked
+// already is reported as such, and its leases are ended all the same, so
+// that running it again finishes a revoke that was cut short.
 func revokeToken(ctx context.Context, pool *pgxpool.Pool, store *apitoken.Store, name string) error {
-	toks, err := store.List(ctx)
+	tok, already, err := store.Revoke(ctx, name)
 	if err != nil {
 		return err
 	}
-	worker := false
-	for _, t := range toks {
-		worker = worker || (t.Name == name && t.RevokedAt == nil && t.Role == apitoken.RoleWorker)
+	if already {
+		fmt.Printf("%q was already revoked (at %s)\n", name, tok.RevokedAt.Format(time.RFC3339))
+	} else {
+		fmt.Printf("revoked %q\n", name)
 	}
-	if err := store.Revoke(ctx, name); err != nil {
-		return err
-	}
-	fmt.Printf("revoked %q\n", name)
-	if !worker {
+	if tok.Role != apitoken.RoleWorker {
 		return nil
 	}
+	// After the revoke, in a statement of its own: it sees every job a
+	// claim in flight took (store.Revoke waited for those claims).
 	ended, err := queue.NewClient(pool, nil).EndLeasesOf(ctx, name)
 	if err != nil {
-		return fmt.Errorf("the token is revoked, but its running leases run until their deadlines: %w", err)
+		return fmt.Errorf("the token is revoked, but its running leases run until their deadlines (run the revoke again): %w", err)
 	}
 	if len(ended) > 0 {
 		fmt.Printf("ended %d running lease(s) of %q; jobs %v are taken back and retried\n", len(ended), name, ended)

@@ -166,6 +166,9 @@ func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 	case errors.Is(err, queue.ErrLeaseLost):
 		// The worker's lease is not current: it must stop the job.
 		return http.StatusConflict, api.Error{Error: api.LeaseLost, Code: api.CodeLeaseLost}
+	case errors.Is(err, queue.ErrTokenRevoked):
+		// Revoked while the request ran (a long poll): as if at its start.
+		return http.StatusUnauthorized, api.Error{Error: "invalid or revoked token"}
 	case errors.Is(err, queue.ErrResultConflict):
 		return http.StatusConflict, api.Error{Error: err.Error(), Field: "result"}
 	case errors.Is(err, queue.ErrIdempotencyConflict):

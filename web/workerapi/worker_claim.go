@@ -44,6 +44,9 @@ func (h *Handler) Claim(c echo.Context) error {
 		return err
 	}
 	p.Handover = min(h.handover, p.Lease)
+	// Every claim of this request, the woken ones too, is gated on the
+	// token still being active (queue.ErrTokenRevoked ends the poll).
+	p.TokenID = tokenID(c)
 	ctx := c.Request().Context()
 	var waiter *queue.Waiter
 	if h.jobs != nil && wait > 0 {
@@ -123,6 +126,12 @@ func claimParams(r api.ClaimRequest, worker string) (queue.ClaimParams, time.Dur
 		return queue.ClaimParams{}, 0, err
 	}
 	return p, time.Duration(r.WaitMs) * time.Millisecond, nil
+}
+
+// tokenID is the calling worker's token.
+func tokenID(c echo.Context) int64 {
+	tok, _ := c.Get(httpx.TokenKey).(apitoken.Token)
+	return tok.ID
 }
 
 // workerName is the calling worker's identity: its token's name.
