@@ -30,7 +30,8 @@ const (
 	webhookBaseDelay = 2 * time.Second
 	webhookMaxDelay  = 10 * time.Minute
 	webhookMaxAge    = 24 * time.Hour
-	webhookTimeout   = 10 * time.Second
+	// DefaultWebhookTimeout bounds one request, answer included.
+	DefaultWebhookTimeout = 10 * time.Second
 	// webhookHoldMargin is how much longer than a request a claimed event
 	// stays held: a sender that dies mid-request leaves it due again soon
 	// after.
@@ -52,6 +53,25 @@ const (
 	// webhookMaxResponse is how much of a receiver's answer is read.
 	webhookMaxResponse = 64 << 10
 )
+
+// The bounds of --webhook-concurrency and --webhook-timeout.
+const (
+	maxWebhookConcurrency = 256
+	minWebhookTimeout     = 100 * time.Millisecond
+	maxWebhookTimeout     = 5 * time.Minute
+)
+
+// CheckWebhookDelivery checks the sender's concurrency and request
+// timeout as the server's flags give them.
+func CheckWebhookDelivery(concurrency int, timeout time.Duration) error {
+	if concurrency < 1 || concurrency > maxWebhookConcurrency {
+		return fmt.Errorf("LEASEHOLD_WEBHOOK_CONCURRENCY (--webhook-concurrency) %d: want 1 to %d", concurrency, maxWebhookConcurrency)
+	}
+	if timeout < minWebhookTimeout || timeout > maxWebhookTimeout {
+		return fmt.Errorf("LEASEHOLD_WEBHOOK_TIMEOUT (--webhook-timeout) %v: want %v to %v", timeout, minWebhookTimeout, maxWebhookTimeout)
+	}
+	return nil
+}
 
 // WebhookSenderConfig configures a WebhookSender.
 type WebhookSenderConfig struct {
@@ -104,7 +124,7 @@ func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSende
 	cfg.MaxDelay = cmp.Or(cfg.MaxDelay, webhookMaxDelay)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, webhookMaxAge)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, webhookOfflineAfter)
-	cfg.Timeout = cmp.Or(cfg.Timeout, webhookTimeout)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultWebhookTimeout)
 	cfg.Hold = cmp.Or(cfg.Hold, cfg.Timeout+webhookHoldMargin)
 	cfg.Concurrency = max(cmp.Or(cfg.Concurrency, DefaultWebhookConcurrency), 1)
 	// No redirects followed: a 3xx is a failed attempt. Each slot may keep
