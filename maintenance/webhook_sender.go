@@ -202,12 +202,22 @@ func (s *WebhookSender) send(ctx context.Context) error {
 	}()
 
 	offline := slices.Contains(s.cfg.Webhook.Events, queue.WebhookWorkerOffline)
-	var looked time.Time
+	// offlineDue is when workers are next looked at: when the next one
+	// seen could count as offline, not at every delivery that ends.
+	var looked, offlineDue time.Time
 	for {
-		if offline {
+		if offline && !time.Now().Before(offlineDue) {
 			if _, err := s.q.WebhookWorkersOffline(ctx, s.cfg.OfflineAfter.Milliseconds()); err != nil {
 				return fmt.Errorf("looking for workers gone offline: %w", err)
 			}
+			ms, err := s.q.WebhookNextOffline(ctx, s.cfg.OfflineAfter.Milliseconds())
+			if err != nil {
+				return fmt.Errorf("reading next worker offline: %w", err)
+			}
+			// A millisecond late, so that the worker is surely past it; and
+			// at least every OfflineAfter, since a worker that comes back
+			// sends no notification.
+			offlineDue = time.Now().Add(min(waitMs(ms)+time.Millisecond, s.cfg.OfflineAfter))
 		}
 		looked = time.Now()
 		busy, err := s.startDue(ctx, f)
@@ -224,14 +234,7 @@ func (s *WebhookSender) send(ctx context.Context) error {
 			wait = waitMs(ms)
 		}
 		if offline {
-			ms, err := s.q.WebhookNextOffline(ctx, s.cfg.OfflineAfter.Milliseconds())
-			if err != nil {
-				return fmt.Errorf("reading next worker offline: %w", err)
-			}
-			// A millisecond late, so that the worker is surely past it; and
-			// at least every OfflineAfter, since a worker that comes back
-			// sends no notification.
-			wait = min(wait, waitMs(ms)+time.Millisecond, s.cfg.OfflineAfter)
+			wait = min(wait, time.Until(offlineDue))
 		}
 		timer := time.NewTimer(max(wait, time.Millisecond))
 		select {
