@@ -309,6 +309,7 @@ type WebhookOutbox struct {
 	Body       *string
 	LastStatus *int32
 	LastError  *string
+	TimelineID *int64
 }
 
 type WebhookSetting struct {

@@ -24,9 +24,9 @@ WITH p AS (
     SELECT $1::bigint AS hold_ms
 ), due AS MATERIALIZED (
     SELECT id FROM webhook_outbox
-    WHERE next_at <= now()
+    WHERE next_at <= now() AND id <> ALL (COALESCE($2::bigint[], '{}'))
     ORDER BY next_at, id
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_outbox o
@@ -38,6 +38,7 @@ RETURNING o.id, o.event_id::text AS event_id, o.type, o.job_id, o.worker_id, o.a
 
 type WebhookClaimDueParams struct {
 	HoldMs int64
+	Busy   []int64
 	Max    int32
 }
 
@@ -52,11 +53,13 @@ type WebhookClaimDueRow struct {
 	Body     *string
 }
 
-// Takes up to @max due events and holds them for @hold_ms: a sender that
-// dies in the middle of a request leaves them due again then. Counts the
-// attempt now, so that an attempt cut short is counted too.
+// Takes up to @max due events, other than the @busy ones still being
+// sent, and holds them for @hold_ms: no lock outlives this statement, so
+// a slow request holds back nothing but its own event, and a sender that
+// dies in the middle of a request leaves it due again once the hold ends.
+// Counts the attempt now, so that an attempt cut short is counted too.
 func (q *Queries) WebhookClaimDue(ctx context.Context, arg WebhookClaimDueParams) ([]WebhookClaimDueRow, error) {
-	rows, err := q.db.Query(ctx, webhookClaimDue, arg.HoldMs, arg.Max)
+	rows, err := q.db.Query(ctx, webhookClaimDue, arg.HoldMs, arg.Busy, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -132,26 +135,39 @@ WITH p AS (
     SELECT $1::bigint AS id, $2::bigint AS delay_ms,
            $3::bigint AS max_age_ms, $4::text AS sent_body,
            $5::integer AS status, $6::text AS error
+), cur AS MATERIALIZED (
+    SELECT o.id, o.job_id, o.timeline_id,
+           now() + p.delay_ms * interval '1 millisecond' AS next_at,
+           now() + p.delay_ms * interval '1 millisecond' > o.at + p.max_age_ms * interval '1 millisecond' AS given_up,
+           jsonb_build_object('event_id', o.event_id, 'event', o.type, 'status', p.status,
+                              'error', p.error, 'attempt', o.attempts, 'last_at', clock_timestamp()) AS detail
+    FROM webhook_outbox o, p
+    WHERE o.id = p.id
+    FOR UPDATE OF o
+), summarized AS (
+    UPDATE events e
+    SET detail = cur.detail || jsonb_build_object('next_at', cur.next_at)
+    FROM cur
+    WHERE e.id = cur.timeline_id AND NOT cur.given_up
+    RETURNING e.id
+), recorded AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT j.id, CASE WHEN cur.given_up THEN 'webhook.given_up' ELSE 'webhook.failed' END, NULL,
+           cur.detail || jsonb_build_object('next_at', CASE WHEN NOT cur.given_up THEN cur.next_at END)
+    FROM cur JOIN jobs j ON j.id = cur.job_id
+    WHERE cur.given_up OR NOT EXISTS (SELECT 1 FROM summarized)
+    RETURNING id
 ), retry AS (
     UPDATE webhook_outbox o
-    SET next_at = now() + p.delay_ms * interval '1 millisecond', body = COALESCE(o.body, p.sent_body), last_status = p.status, last_error = p.error
-    FROM p
-    WHERE o.id = p.id AND now() + p.delay_ms * interval '1 millisecond' <= o.at + p.max_age_ms * interval '1 millisecond'
-    RETURNING o.job_id, o.event_id, o.type, o.attempts, o.next_at
+    SET next_at = cur.next_at, body = COALESCE(o.body, p.sent_body), last_status = p.status, last_error = p.error,
+        timeline_id = COALESCE((SELECT id FROM recorded), o.timeline_id)
+    FROM cur, p
+    WHERE o.id = cur.id AND NOT cur.given_up
 ), gone AS (
-    DELETE FROM webhook_outbox o USING p
-    WHERE o.id = p.id AND NOT EXISTS (SELECT 1 FROM retry)
-    RETURNING o.job_id, o.event_id, o.type, o.attempts, NULL::timestamptz AS next_at
-), outcome AS (
-    SELECT job_id, event_id, type, attempts, next_at, false AS given_up FROM retry UNION ALL SELECT job_id, event_id, type, attempts, next_at, true FROM gone
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT j.id, CASE WHEN o.given_up THEN 'webhook.given_up' ELSE 'webhook.failed' END, NULL,
-           jsonb_build_object('event_id', o.event_id, 'event', o.type, 'status', p.status,
-                              'error', p.error, 'attempt', o.attempts, 'next_at', o.next_at)
-    FROM outcome o JOIN jobs j ON j.id = o.job_id, p
+    DELETE FROM webhook_outbox o USING cur
+    WHERE o.id = cur.id AND cur.given_up
 )
-SELECT given_up FROM outcome
+SELECT cur.given_up::boolean AS given_up FROM cur
 `
 
 type WebhookFailedParams struct {
@@ -165,7 +181,10 @@ type WebhookFailedParams struct {
 
 // A failed attempt: the event is due again after delay_ms, or given up
 // (deleted) when that would be past max_age_ms after the event. The body
-// sent is kept, so that every attempt sends the same.
+// sent is kept, so that every attempt sends the same. The timeline keeps
+// one webhook.failed row per event: the first failure writes it, later
+// ones update it (attempt, status, error, last_at, next_at); giving up
+// adds a webhook.given_up row. A receiver failing for 24 h leaves two.
 func (q *Queries) WebhookFailed(ctx context.Context, arg WebhookFailedParams) (bool, error) {
 	row := q.db.QueryRow(ctx, webhookFailed,
 		arg.OutboxID,
@@ -181,14 +200,15 @@ func (q *Queries) WebhookFailed(ctx context.Context, arg WebhookFailedParams) (b
 }
 
 const webhookNextDue = `-- name: WebhookNextDue :one
-SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(next_at) - clock_timestamp()) * 1000 FROM webhook_outbox),
+SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(next_at) - clock_timestamp()) * 1000 FROM webhook_outbox
+                 WHERE id <> ALL (COALESCE($1::bigint[], '{}'))),
                 'Infinity')::float8 AS wait_ms
 `
 
-// How long until the next event is due, by the database clock; +Infinity
-// for none.
-func (q *Queries) WebhookNextDue(ctx context.Context) (float64, error) {
-	row := q.db.QueryRow(ctx, webhookNextDue)
+// How long until the next event other than the @busy ones is due, by the
+// database clock; +Infinity for none.
+func (q *Queries) WebhookNextDue(ctx context.Context, busy []int64) (float64, error) {
+	row := q.db.QueryRow(ctx, webhookNextDue, busy)
 	var wait_ms float64
 	err := row.Scan(&wait_ms)
 	return wait_ms, err

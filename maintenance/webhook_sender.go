@@ -30,11 +30,12 @@ const (
 	webhookBaseDelay = 2 * time.Second
 	webhookMaxDelay  = 10 * time.Minute
 	webhookMaxAge    = 24 * time.Hour
-	webhookTimeout   = 10 * time.Second
-	// webhookHold is how long a claimed event stays held: longer than a
-	// request may take, so that a sender that dies mid-request leaves it
-	// due again soon after.
-	webhookHold = webhookTimeout + 20*time.Second
+	// DefaultWebhookTimeout bounds one request, answer included.
+	DefaultWebhookTimeout = 10 * time.Second
+	// webhookHoldMargin is how much longer than a request a claimed event
+	// stays held: a sender that dies mid-request leaves it due again soon
+	// after.
+	webhookHoldMargin = 20 * time.Second
 	// webhookOfflineAfter is how long a worker goes unseen before it is
 	// announced offline.
 	webhookOfflineAfter = queue.OnlineWindow
@@ -42,11 +43,35 @@ const (
 	// notification lost while its listener reconnected. Notifications
 	// carry the work.
 	webhookMaxSleep = time.Minute
-	// webhookBatch bounds the events claimed and sent at once.
-	webhookBatch = 16
+	// DefaultWebhookConcurrency is how many deliveries are under way at
+	// once by default.
+	DefaultWebhookConcurrency = 16
+	// webhookSettle is the least time between two looks at the outbox
+	// that notifications start: a steady stream of completion batches gets
+	// one look per settle, not one per batch.
+	webhookSettle = 10 * time.Millisecond
 	// webhookMaxResponse is how much of a receiver's answer is read.
 	webhookMaxResponse = 64 << 10
 )
+
+// The bounds of --webhook-concurrency and --webhook-timeout.
+const (
+	maxWebhookConcurrency = 256
+	minWebhookTimeout     = 100 * time.Millisecond
+	maxWebhookTimeout     = 5 * time.Minute
+)
+
+// CheckWebhookDelivery checks the sender's concurrency and request
+// timeout as the server's flags give them.
+func CheckWebhookDelivery(concurrency int, timeout time.Duration) error {
+	if concurrency < 1 || concurrency > maxWebhookConcurrency {
+		return fmt.Errorf("LEASEHOLD_WEBHOOK_CONCURRENCY (--webhook-concurrency) %d: want 1 to %d", concurrency, maxWebhookConcurrency)
+	}
+	if timeout < minWebhookTimeout || timeout > maxWebhookTimeout {
+		return fmt.Errorf("LEASEHOLD_WEBHOOK_TIMEOUT (--webhook-timeout) %v: want %v to %v", timeout, minWebhookTimeout, maxWebhookTimeout)
+	}
+	return nil
+}
 
 // WebhookSenderConfig configures a WebhookSender.
 type WebhookSenderConfig struct {
@@ -54,6 +79,15 @@ type WebhookSenderConfig struct {
 	Logger  *slog.Logger
 	// Timeout bounds one request, answer included (10 s).
 	Timeout time.Duration
+	// Concurrency is how many deliveries may be under way at once (16):
+	// each holds one slot until its answer or its timeout, and a free slot
+	// takes the next due event at once, so a slow receiver holds back at
+	// most the slots of its own requests.
+	Concurrency int
+	// Hold is how long a claimed event stays claimed (Timeout + 20 s): a
+	// sender that dies mid-request leaves it due again then. Tests shorten
+	// it.
+	Hold time.Duration
 	// BaseDelay is the first retry's delay (2 s), doubling up to MaxDelay
 	// (10 min); an event is given up once its next try would come later
 	// than MaxAge (24 h) after it. Tests shorten them.
@@ -69,9 +103,10 @@ type WebhookSenderConfig struct {
 
 // WebhookSender delivers the outbox. Every server with a webhook URL runs
 // one; one is active (the "webhooks" leader role, see lead), so an event is
-// sent by one process at a time. The active one sleeps until the next
-// event is due, or a worker could go offline, by the database clock, and
-// is woken by the outbox trigger's NOTIFY.
+// sent by one process at a time. The active one keeps up to Concurrency
+// requests under way, each on its own; it sleeps until the next event is
+// due, or a worker could go offline, by the database clock, and is woken
+// by the outbox trigger's NOTIFY and by each delivery that ends.
 type WebhookSender struct {
 	leader
 	client *queue.Client
@@ -89,10 +124,16 @@ func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSende
 	cfg.MaxDelay = cmp.Or(cfg.MaxDelay, webhookMaxDelay)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, webhookMaxAge)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, webhookOfflineAfter)
-	cfg.Timeout = cmp.Or(cfg.Timeout, webhookTimeout)
-	// No redirects followed: a 3xx is a failed attempt.
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultWebhookTimeout)
+	cfg.Hold = cmp.Or(cfg.Hold, cfg.Timeout+webhookHoldMargin)
+	cfg.Concurrency = max(cmp.Or(cfg.Concurrency, DefaultWebhookConcurrency), 1)
+	// No redirects followed: a 3xx is a failed attempt. Each slot may keep
+	// its connection open for the next attempt.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = cfg.Concurrency
 	hc := &http.Client{
 		Timeout:       cfg.Timeout,
+		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &WebhookSender{
@@ -105,6 +146,34 @@ func NewWebhookSender(pool *pgxpool.Pool, cfg WebhookSenderConfig) *WebhookSende
 // role again after errors.
 func (s *WebhookSender) Run(ctx context.Context) error { return s.run(ctx, s.send) }
 
+// inflight is the active sender's deliveries under way, by outbox id.
+type inflight struct {
+	mu   sync.Mutex
+	busy map[int64]bool
+	err  error // the first outcome that could not be recorded
+	wg   sync.WaitGroup
+	// ended gets a value when a delivery ends (coalesced): a slot is free,
+	// and a failed event may be due again before anything else.
+	ended chan struct{}
+}
+
+// ids is the events under way, never nil (a nil array is NULL in SQL).
+func (f *inflight) ids() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]int64, 0, len(f.busy))
+	for id := range f.busy {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (f *inflight) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
 // send is the active sender.
 func (s *WebhookSender) send(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -115,23 +184,32 @@ func (s *WebhookSender) send(ctx context.Context) error {
 	if err := db.New(conn).ListenWebhooks(ctx); err != nil {
 		return fmt.Errorf("listening for webhook events: %w", err)
 	}
-	s.cfg.Logger.Info("webhook sender active", "url", s.cfg.Webhook.URL, "events", s.cfg.Webhook.Events)
+	s.cfg.Logger.Info("webhook sender active", "url", s.cfg.Webhook.URL, "events", s.cfg.Webhook.Events,
+		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout)
+
+	// Deliveries and the listener end with this role: deliveries cut
+	// short release their events for whichever sender is next.
+	ctx, cancel := context.WithCancel(ctx)
+	f := &inflight{busy: map[int64]bool{}, ended: make(chan struct{}, 1)}
+	notified := make(chan struct{}, 1)
+	listenErr := make(chan error, 1)
+	var listener sync.WaitGroup
+	listener.Go(func() { listenErr <- listen(ctx, conn, notified) })
+	defer func() {
+		cancel()
+		f.wg.Wait()
+		listener.Wait()
+	}()
+
 	offline := slices.Contains(s.cfg.Webhook.Events, queue.WebhookWorkerOffline)
+	// offlineDue is when workers are next looked at: when the next one
+	// seen could count as offline, not at every delivery that ends.
+	var looked, offlineDue time.Time
 	for {
-		if offline {
+		if offline && !time.Now().Before(offlineDue) {
 			if _, err := s.q.WebhookWorkersOffline(ctx, s.cfg.OfflineAfter.Milliseconds()); err != nil {
 				return fmt.Errorf("looking for workers gone offline: %w", err)
 			}
-		}
-		if err := s.deliverDue(ctx); err != nil {
-			return err
-		}
-		ms, err := s.q.WebhookNextDue(ctx)
-		if err != nil {
-			return fmt.Errorf("reading next webhook due: %w", err)
-		}
-		wait := waitMs(ms)
-		if offline {
 			ms, err := s.q.WebhookNextOffline(ctx, s.cfg.OfflineAfter.Milliseconds())
 			if err != nil {
 				return fmt.Errorf("reading next worker offline: %w", err)
@@ -139,10 +217,100 @@ func (s *WebhookSender) send(ctx context.Context) error {
 			// A millisecond late, so that the worker is surely past it; and
 			// at least every OfflineAfter, since a worker that comes back
 			// sends no notification.
-			wait = min(wait, waitMs(ms)+time.Millisecond, s.cfg.OfflineAfter)
+			offlineDue = time.Now().Add(min(waitMs(ms)+time.Millisecond, s.cfg.OfflineAfter))
 		}
-		if err := s.sleep(ctx, conn, max(wait, time.Millisecond)); err != nil {
+		looked = time.Now()
+		busy, err := s.startDue(ctx, f)
+		if err != nil {
 			return err
+		}
+		// Full: the next look comes when a delivery ends.
+		wait := webhookMaxSleep
+		if len(busy) < s.cfg.Concurrency {
+			ms, err := s.q.WebhookNextDue(ctx, busy)
+			if err != nil {
+				return fmt.Errorf("reading next webhook due: %w", err)
+			}
+			wait = waitMs(ms)
+		}
+		if offline {
+			wait = min(wait, time.Until(offlineDue))
+		}
+		timer := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case err := <-listenErr:
+			timer.Stop()
+			return err
+		case <-f.ended:
+			if err := f.failed(); err != nil {
+				timer.Stop()
+				return err
+			}
+		case <-notified:
+			// Every completion batch notifies: one look serves all those
+			// that come within webhookSettle of the last.
+			if settle := webhookSettle - time.Since(looked); settle > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(settle):
+				}
+			}
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// startDue claims due events for the free slots and starts a delivery for
+// each. It returns the events under way.
+func (s *WebhookSender) startDue(ctx context.Context, f *inflight) ([]int64, error) {
+	busy := f.ids()
+	free := s.cfg.Concurrency - len(busy)
+	if free <= 0 {
+		return busy, nil
+	}
+	rows, err := s.q.WebhookClaimDue(ctx, db.WebhookClaimDueParams{Max: int32(free), Busy: busy, HoldMs: s.cfg.Hold.Milliseconds()})
+	if err != nil {
+		return nil, fmt.Errorf("claiming webhook events: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, row := range rows {
+		f.busy[row.ID] = true
+		busy = append(busy, row.ID)
+		f.wg.Go(func() {
+			err := s.deliver(ctx, row)
+			f.mu.Lock()
+			delete(f.busy, row.ID)
+			if err != nil && ctx.Err() == nil && f.err == nil {
+				f.err = err
+			}
+			f.mu.Unlock()
+			select {
+			case f.ended <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return busy, nil
+}
+
+// listen passes the outbox trigger's notifications on, coalesced, until
+// ctx ends or the connection fails.
+func listen(ctx context.Context, conn *pgx.Conn, notified chan<- struct{}) error {
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("waiting for webhook events: %w", err)
+		}
+		select {
+		case notified <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -154,60 +322,6 @@ func waitMs(ms float64) time.Duration {
 		return webhookMaxSleep
 	}
 	return time.Duration(ms * float64(time.Millisecond))
-}
-
-// sleep waits for wait or a notification.
-func (s *WebhookSender) sleep(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	_, err := conn.WaitForNotification(wctx)
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil
-	case err != nil:
-		return fmt.Errorf("waiting for webhook events: %w", err)
-	}
-	// Every completion batch notifies: one look serves all those that
-	// came meanwhile (a steady stream of them gets a look every 10 ms).
-	for drainUntil := time.Now().Add(10 * time.Millisecond); time.Now().Before(drainUntil); {
-		dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-		_, err := conn.WaitForNotification(dctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			return nil
-		case err != nil:
-			return fmt.Errorf("waiting for webhook events: %w", err)
-		}
-	}
-	return nil
-}
-
-// deliverDue sends every due event, a batch at a time.
-func (s *WebhookSender) deliverDue(ctx context.Context) error {
-	for {
-		hold := s.cfg.Timeout + webhookHold - webhookTimeout
-		rows, err := s.q.WebhookClaimDue(ctx, db.WebhookClaimDueParams{Max: webhookBatch, HoldMs: hold.Milliseconds()})
-		if err != nil {
-			return fmt.Errorf("claiming webhook events: %w", err)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, len(rows))
-		for i, row := range rows {
-			wg.Go(func() { errs[i] = s.deliver(ctx, row) })
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		if len(rows) < webhookBatch {
-			return nil
-		}
-	}
 }
 
 // deliver makes one attempt and records its outcome; an error means the
@@ -227,16 +341,20 @@ func (s *WebhookSender) deliver(ctx context.Context, row db.WebhookClaimDueRow) 
 	if row.JobID != nil {
 		log = log.With("job_id", *row.JobID)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && sendErr != nil {
 		// Shutting down: due again at once, for whichever sender is next
 		// (a release that fails leaves it held until its hold ends).
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = s.q.WebhookRelease(rctx, row.ID)
 		return ctx.Err()
 	}
 	if sendErr == nil {
-		if err := s.q.WebhookDelivered(ctx, db.WebhookDeliveredParams{OutboxID: row.ID, Status: int32(status)}); err != nil {
+		// Delivered, even if the sender is stopping now: recorded, so that
+		// the next sender does not send it again.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+		defer cancel()
+		if err := s.q.WebhookDelivered(rctx, db.WebhookDeliveredParams{OutboxID: row.ID, Status: int32(status)}); err != nil {
 			return fmt.Errorf("recording webhook delivered: %w", err)
 		}
 		log.Info("webhook delivered", "status", status)

@@ -14,14 +14,16 @@ SET events = p.events,
 FROM (SELECT @events::text[] AS events) p;
 
 -- name: WebhookClaimDue :many
--- Takes up to @max due events and holds them for @hold_ms: a sender that
--- dies in the middle of a request leaves them due again then. Counts the
--- attempt now, so that an attempt cut short is counted too.
+-- Takes up to @max due events, other than the @busy ones still being
+-- sent, and holds them for @hold_ms: no lock outlives this statement, so
+-- a slow request holds back nothing but its own event, and a sender that
+-- dies in the middle of a request leaves it due again once the hold ends.
+-- Counts the attempt now, so that an attempt cut short is counted too.
 WITH p AS (
     SELECT @hold_ms::bigint AS hold_ms
 ), due AS MATERIALIZED (
     SELECT id FROM webhook_outbox
-    WHERE next_at <= now()
+    WHERE next_at <= now() AND id <> ALL (COALESCE(@busy::bigint[], '{}'))
     ORDER BY next_at, id
     LIMIT @max
     FOR UPDATE SKIP LOCKED
@@ -33,9 +35,10 @@ WHERE o.id = ANY (ARRAY(SELECT id FROM due))
 RETURNING o.id, o.event_id::text AS event_id, o.type, o.job_id, o.worker_id, o.at, o.attempts, o.body;
 
 -- name: WebhookNextDue :one
--- How long until the next event is due, by the database clock; +Infinity
--- for none.
-SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(next_at) - clock_timestamp()) * 1000 FROM webhook_outbox),
+-- How long until the next event other than the @busy ones is due, by the
+-- database clock; +Infinity for none.
+SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(next_at) - clock_timestamp()) * 1000 FROM webhook_outbox
+                 WHERE id <> ALL (COALESCE(@busy::bigint[], '{}'))),
                 'Infinity')::float8 AS wait_ms;
 
 -- name: WebhookDelivered :exec
@@ -52,31 +55,47 @@ FROM done JOIN jobs j ON j.id = done.job_id;
 -- name: WebhookFailed :one
 -- A failed attempt: the event is due again after delay_ms, or given up
 -- (deleted) when that would be past max_age_ms after the event. The body
--- sent is kept, so that every attempt sends the same.
+-- sent is kept, so that every attempt sends the same. The timeline keeps
+-- one webhook.failed row per event: the first failure writes it, later
+-- ones update it (attempt, status, error, last_at, next_at); giving up
+-- adds a webhook.given_up row. A receiver failing for 24 h leaves two.
 WITH p AS (
     SELECT @outbox_id::bigint AS id, @delay_ms::bigint AS delay_ms,
            @max_age_ms::bigint AS max_age_ms, @sent_body::text AS sent_body,
            sqlc.narg('status')::integer AS status, @error::text AS error
+), cur AS MATERIALIZED (
+    SELECT o.id, o.job_id, o.timeline_id,
+           now() + p.delay_ms * interval '1 millisecond' AS next_at,
+           now() + p.delay_ms * interval '1 millisecond' > o.at + p.max_age_ms * interval '1 millisecond' AS given_up,
+           jsonb_build_object('event_id', o.event_id, 'event', o.type, 'status', p.status,
+                              'error', p.error, 'attempt', o.attempts, 'last_at', clock_timestamp()) AS detail
+    FROM webhook_outbox o, p
+    WHERE o.id = p.id
+    FOR UPDATE OF o
+), summarized AS (
+    UPDATE events e
+    SET detail = cur.detail || jsonb_build_object('next_at', cur.next_at)
+    FROM cur
+    WHERE e.id = cur.timeline_id AND NOT cur.given_up
+    RETURNING e.id
+), recorded AS (
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT j.id, CASE WHEN cur.given_up THEN 'webhook.given_up' ELSE 'webhook.failed' END, NULL,
+           cur.detail || jsonb_build_object('next_at', CASE WHEN NOT cur.given_up THEN cur.next_at END)
+    FROM cur JOIN jobs j ON j.id = cur.job_id
+    WHERE cur.given_up OR NOT EXISTS (SELECT 1 FROM summarized)
+    RETURNING id
 ), retry AS (
     UPDATE webhook_outbox o
-    SET next_at = now() + p.delay_ms * interval '1 millisecond', body = COALESCE(o.body, p.sent_body), last_status = p.status, last_error = p.error
-    FROM p
-    WHERE o.id = p.id AND now() + p.delay_ms * interval '1 millisecond' <= o.at + p.max_age_ms * interval '1 millisecond'
-    RETURNING o.job_id, o.event_id, o.type, o.attempts, o.next_at
+    SET next_at = cur.next_at, body = COALESCE(o.body, p.sent_body), last_status = p.status, last_error = p.error,
+        timeline_id = COALESCE((SELECT id FROM recorded), o.timeline_id)
+    FROM cur, p
+    WHERE o.id = cur.id AND NOT cur.given_up
 ), gone AS (
-    DELETE FROM webhook_outbox o USING p
-    WHERE o.id = p.id AND NOT EXISTS (SELECT 1 FROM retry)
-    RETURNING o.job_id, o.event_id, o.type, o.attempts, NULL::timestamptz AS next_at
-), outcome AS (
-    SELECT *, false AS given_up FROM retry UNION ALL SELECT *, true FROM gone
-), ev AS (
-    INSERT INTO events (job_id, type, attempt, detail)
-    SELECT j.id, CASE WHEN o.given_up THEN 'webhook.given_up' ELSE 'webhook.failed' END, NULL,
-           jsonb_build_object('event_id', o.event_id, 'event', o.type, 'status', p.status,
-                              'error', p.error, 'attempt', o.attempts, 'next_at', o.next_at)
-    FROM outcome o JOIN jobs j ON j.id = o.job_id, p
+    DELETE FROM webhook_outbox o USING cur
+    WHERE o.id = cur.id AND cur.given_up
 )
-SELECT given_up FROM outcome;
+SELECT cur.given_up::boolean AS given_up FROM cur;
 
 -- name: WebhookRelease :exec
 -- An attempt cut short by shutdown: due again at once, for the next

@@ -94,6 +94,8 @@ func serve(args []string) error {
 	webhookURL := fs.String("webhook-url", "", "POST webhook events to this URL (needs --webhook-secret)")
 	webhookSecret := fs.String("webhook-secret", "", "HMAC-SHA256 key of the Leasehold-Signature header, at least 16 characters")
 	webhookEvents := fs.String("webhook-events", "", "comma-separated events to send: job.dead, job.failed, job.succeeded, worker.offline (default job.dead)")
+	webhookConcurrency := fs.Int("webhook-concurrency", maintenance.DefaultWebhookConcurrency, "most webhook deliveries under way at once (1 to 256); a slow receiver holds one per request")
+	webhookTimeout := fs.Duration("webhook-timeout", maintenance.DefaultWebhookTimeout, "how long one webhook request may take, answer included (100ms to 5m)")
 	var trustedProxies []netip.Prefix
 	fs.Func("trusted-proxies", "comma-separated IPs or CIDR ranges of reverse proxies whose X-Forwarded-For names the client (default: none)",
 		func(v string) (err error) { trustedProxies, err = web.ParseTrustedProxies(v); return err })
@@ -104,6 +106,9 @@ func serve(args []string) error {
 	}
 	webhooks, err := queue.ParseWebhookConfig(*webhookURL, *webhookSecret, *webhookEvents)
 	if err != nil {
+		return err
+	}
+	if err := maintenance.CheckWebhookDelivery(*webhookConcurrency, *webhookTimeout); err != nil {
 		return err
 	}
 	if err := queue.CheckHandover(*handover); err != nil {
@@ -159,6 +164,7 @@ func serve(args []string) error {
 	if webhooks.Enabled() {
 		services = append(services, maintenance.NewWebhookSender(pool, maintenance.WebhookSenderConfig{
 			Webhook: webhooks, Logger: logger, OnDelivery: metrics.ObserveWebhook, OnGiveUp: metrics.ObserveWebhookGivenUp,
+			Concurrency: *webhookConcurrency, Timeout: *webhookTimeout,
 		}))
 	}
 	for _, s := range services {

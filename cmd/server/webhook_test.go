@@ -23,6 +23,10 @@ func TestWebhookConfigRefusedAtStart(t *testing.T) {
 		"SecretAlone":   {args: []string{"--webhook-secret", "0123456789abcdef0123"}, want: "LEASEHOLD_WEBHOOK_URL"},
 		"ShortSecret":   {args: []string{"--webhook-url", "http://127.0.0.1:9/x", "--webhook-secret", "abc"}, want: "at least 16"},
 		"EventsWithout": {env: map[string]string{"LEASEHOLD_WEBHOOK_EVENTS": "job.succeeded"}, want: "LEASEHOLD_WEBHOOK_URL"},
+		"NoConcurrency": {args: []string{"--webhook-concurrency", "0"}, want: "LEASEHOLD_WEBHOOK_CONCURRENCY"},
+		"EnvHugeConcurrency": {env: map[string]string{"LEASEHOLD_WEBHOOK_CONCURRENCY": "100000"},
+			want: "LEASEHOLD_WEBHOOK_CONCURRENCY (--webhook-concurrency) 100000: want 1 to 256"},
+		"TinyTimeout": {args: []string{"--webhook-timeout", "1ms"}, want: "LEASEHOLD_WEBHOOK_TIMEOUT"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for k, v := range tc.env {
