@@ -205,8 +205,11 @@ func TestDirectWorkerRidesOutRestartAndReadOnly(t *testing.T) {
 	if got, want := e.artifactNames(id), stepNames(steps); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("screenshots stored %v, want %v", got, want)
 	}
-	if out := w.out.String(); !strings.Contains(out, "op=progress") {
-		t.Fatalf("no progress write met an outage: the test proved nothing\n%s", out)
+	// A progress write waits for the screenshots handed over before it
+	// (the timeline keeps the executor's order), so the outage may meet
+	// either; one of them must have, or the test proved nothing.
+	if out := w.out.String(); !strings.Contains(out, "op=progress") && !strings.Contains(out, `op="artifact `) {
+		t.Fatalf("no write of the attempt met an outage: the test proved nothing\n%s", out)
 	}
 }
 
