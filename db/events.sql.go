@@ -52,28 +52,30 @@ func (q *Queries) EventListByJob(ctx context.Context, jobID int64) ([]EventListB
 }
 
 const eventProgress = `-- name: EventProgress :one
-INSERT INTO events (job_id, type, attempt, detail)
-SELECT j.id, 'progress', j.attempt, $1::jsonb
-FROM jobs j
-WHERE j.id = $2 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $3, $4)
-RETURNING id
+SELECT p.id::bigint AS id
+FROM (SELECT event_progress($1::bigint, $2::bigint, $3::text, $4::jsonb, $5::integer) AS id) p
+WHERE p.id IS NOT NULL
 `
 
 type EventProgressParams struct {
-	Detail     json.RawMessage
 	JobID      int64
 	LeaseToken int64
 	WorkerID   string
+	Detail     json.RawMessage
+	Keep       int32
 }
 
 // A progress event from the executor; only the current lease holder may
-// write one, like every other write of an attempt.
+// write one, like every other write of an attempt (no row: refused). The
+// attempt keeps its newest @keep: event_progress (migration 18) deletes
+// older ones and counts them in its progress_dropped event.
 func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (int64, error) {
 	row := q.db.QueryRow(ctx, eventProgress,
-		arg.Detail,
 		arg.JobID,
 		arg.LeaseToken,
 		arg.WorkerID,
+		arg.Detail,
+		arg.Keep,
 	)
 	var id int64
 	err := row.Scan(&id)

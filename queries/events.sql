@@ -30,9 +30,9 @@ SELECT EXISTS (SELECT 1 FROM j) AS found;
 
 -- name: EventProgress :one
 -- A progress event from the executor; only the current lease holder may
--- write one, like every other write of an attempt.
-INSERT INTO events (job_id, type, attempt, detail)
-SELECT j.id, 'progress', j.attempt, @detail::jsonb
-FROM jobs j
-WHERE j.id = @job_id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, @lease_token, @worker_id)
-RETURNING id;
+-- write one, like every other write of an attempt (no row: refused). The
+-- attempt keeps its newest @keep: event_progress (migration 18) deletes
+-- older ones and counts them in its progress_dropped event.
+SELECT p.id::bigint AS id
+FROM (SELECT event_progress(@job_id::bigint, @lease_token::bigint, @worker_id::text, @detail::jsonb, @keep::integer) AS id) p
+WHERE p.id IS NOT NULL;
