@@ -68,6 +68,9 @@ func (s *ReplayStepper) Event(e Event) []ReplayStep {
 	return steps
 }
 
+// Pending is how many screenshots have no step yet.
+func (s *ReplayStepper) Pending() int { return len(s.shots) }
+
 // Rest returns the steps after the last event.
 func (s *ReplayStepper) Rest() []ReplayStep {
 	var steps []ReplayStep

@@ -2,6 +2,7 @@ package adminapi
 
 import (
 	"archive/zip"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,6 +88,11 @@ func (h *Handler) GetAttemptBundle(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 
 	zw := zip.NewWriter(c.Response())
+	// Fast compression: attempt.json of a long attempt is hundreds of
+	// megabytes of text, and the default level made its bundle CPU-bound.
+	zw.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
+		return flate.NewWriter(out, flate.BestSpeed)
+	})
 	abort := func(what string, err error) {
 		if clientGone(ctx, err) {
 			h.logger.Info("attempt bundle: the client went away", "job_id", id, "attempt", n, "what", what, "err", err)
@@ -162,17 +168,26 @@ func (h *Handler) writeManifest(ctx context.Context, w io.Writer, jobID int64, r
 				ElapsedMS: st.Elapsed.Milliseconds(), Message: st.Message})
 		}
 	}
-	if err := h.queue.AttemptEvents(ctx, jobID, number, true, func(e queue.Event) error {
-		emit(stepper.Event(e))
-		return j.err
-	}); err != nil {
-		return err
+	if stepper.Pending() > 0 {
+		err := h.queue.AttemptEvents(ctx, jobID, number, true, func(e queue.Event) error {
+			emit(stepper.Event(e))
+			if j.err == nil && stepper.Pending() == 0 {
+				return errStepsDone // the rest of the events pair with no screenshot
+			}
+			return j.err
+		})
+		if err != nil && !errors.Is(err, errStepsDone) {
+			return err
+		}
 	}
 	emit(stepper.Rest())
 	j.close(true)
 	j.raw("}\n")
 	return j.err
 }
+
+// errStepsDone ends the walk over the events once every step is formed.
+var errStepsDone = errors.New("every screenshot has its step")
 
 // jsonWriter writes one JSON object a member, or an array element, at a
 // time; the first error sticks and ends the writing.
