@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/artifact/artifacttest"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -46,5 +48,33 @@ func TestAttemptBundleAbortedByClientIsNotAnError(t *testing.T) {
 	}
 	if !strings.Contains(f.logs.String(), "level=INFO msg=\"attempt bundle: the client went away\" job_id=") {
 		t.Errorf("the info line does not name the job:\n%s", f.logs.String())
+	}
+}
+
+// Entry names a worker chose unpack as themselves on any system (issue
+// 17): no drive or stream colon, no name over 255 bytes.
+func TestAttemptBundleEntryNamesArePortable(t *testing.T) {
+	t.Parallel()
+	f := setupBundle(t)
+	l := f.claim(t)
+	long := strings.Repeat("é", 250) + ".png" // 504 bytes, 254 characters
+	for _, name := range []string{"C:evil.png", long, "aux.png. "} {
+		if _, err := f.store.Put(f.ctx, l, name, bytes.NewReader(artifacttest.PNG(t, 4, 4))); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+	}
+	names, _ := unzip(t, f.get(t, bundlePath(l.JobID, 1)).want(t, http.StatusOK).body)
+	if len(names) != 4 || names[0] != "001-screenshot-C_evil.png" || names[2] != "003-screenshot-aux.png" || names[3] != "attempt.json" {
+		t.Errorf("entries %q", names)
+	}
+	for _, n := range names {
+		if len(n) > 255 || strings.ContainsAny(n, `<>:"|?*\`) || strings.HasSuffix(n, ".") || strings.HasSuffix(n, " ") {
+			t.Errorf("entry %q (%d bytes) does not unpack on Windows", n, len(n))
+		}
+	}
+	// (The store keeps at most 255 bytes of a name, so its .png is gone
+	// before the bundle; the entry is cut again for its prefix.)
+	if !strings.HasPrefix(names[1], "002-screenshot-éé") || !utf8.ValidString(names[1]) {
+		t.Errorf("the long name became %q", names[1])
 	}
 }
