@@ -11,6 +11,18 @@ import (
 	"time"
 )
 
+const eventCountByJob = `-- name: EventCountByJob :one
+SELECT count(*) FROM job_timeline WHERE job_id = $1
+`
+
+// How many entries a job's timeline has.
+func (q *Queries) EventCountByJob(ctx context.Context, jobID int64) (int64, error) {
+	row := q.db.QueryRow(ctx, eventCountByJob, jobID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const eventListByJob = `-- name: EventListByJob :many
 SELECT at, type, attempt, detail FROM job_timeline
 WHERE job_id = $1
@@ -51,33 +63,110 @@ func (q *Queries) EventListByJob(ctx context.Context, jobID int64) ([]EventListB
 	return items, nil
 }
 
+const eventListByJobRecent = `-- name: EventListByJobRecent :many
+SELECT t.at, t.type, t.attempt,
+       COALESCE((SELECT jsonb_object_agg(m.key, CASE WHEN jsonb_typeof(m.value) = 'string'
+                                                      THEN to_jsonb(left(m.value #>> '{}', $1::integer))
+                                                      ELSE m.value END)
+                 FROM jsonb_each(CASE WHEN jsonb_typeof(t.detail) = 'object' THEN t.detail ELSE '{}'::jsonb END) m),
+                '{}'::jsonb)::jsonb AS detail
+FROM job_timeline t
+WHERE t.job_id = $2
+ORDER BY t.at DESC, t.rank DESC, t.id DESC
+LIMIT $3
+`
+
+type EventListByJobRecentParams struct {
+	Chars int32
+	JobID int64
+	Max   int32
+}
+
+type EventListByJobRecentRow struct {
+	At      time.Time
+	Type    string
+	Attempt *int32
+	Detail  json.RawMessage
+}
+
+// The newest @max entries of a job's timeline, newest first, for its page:
+// each string member of a detail cut to @chars characters in the database,
+// so that a page of events costs a page, however large their messages.
+func (q *Queries) EventListByJobRecent(ctx context.Context, arg EventListByJobRecentParams) ([]EventListByJobRecentRow, error) {
+	rows, err := q.db.Query(ctx, eventListByJobRecent, arg.Chars, arg.JobID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventListByJobRecentRow
+	for rows.Next() {
+		var i EventListByJobRecentRow
+		if err := rows.Scan(
+			&i.At,
+			&i.Type,
+			&i.Attempt,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventProgress = `-- name: EventProgress :one
-INSERT INTO events (job_id, type, attempt, detail)
-SELECT j.id, 'progress', j.attempt, $1::jsonb
-FROM jobs j
-WHERE j.id = $2 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $3, $4)
-RETURNING id
+SELECT p.id::bigint AS id
+FROM (SELECT event_progress($1::bigint, $2::bigint, $3::text, $4::jsonb, $5::integer) AS id) p
+WHERE p.id IS NOT NULL
 `
 
 type EventProgressParams struct {
-	Detail     json.RawMessage
 	JobID      int64
 	LeaseToken int64
 	WorkerID   string
+	Detail     json.RawMessage
+	Keep       int32
 }
 
 // A progress event from the executor; only the current lease holder may
-// write one, like every other write of an attempt.
+// write one, like every other write of an attempt (no row: refused). The
+// attempt keeps its newest @keep: event_progress (migration 18) deletes
+// older ones and counts them in its progress_dropped event.
 func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (int64, error) {
 	row := q.db.QueryRow(ctx, eventProgress,
-		arg.Detail,
 		arg.JobID,
 		arg.LeaseToken,
 		arg.WorkerID,
+		arg.Detail,
+		arg.Keep,
 	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
+}
+
+const eventProgressBefore = `-- name: EventProgressBefore :one
+SELECT COALESCE((SELECT e.detail->>'message' FROM events e
+                 WHERE e.job_id = $1 AND e.attempt = $2::integer AND e.type = 'progress' AND e.at <= $3
+                 ORDER BY e.at DESC, e.id DESC LIMIT 1), '')::text AS message
+`
+
+type EventProgressBeforeParams struct {
+	JobID   int64
+	Attempt int32
+	At      time.Time
+}
+
+// The message of an attempt's latest progress event at or before @at (the
+// replay step of a screenshot taken then); ” for none.
+func (q *Queries) EventProgressBefore(ctx context.Context, arg EventProgressBeforeParams) (string, error) {
+	row := q.db.QueryRow(ctx, eventProgressBefore, arg.JobID, arg.Attempt, arg.At)
+	var message string
+	err := row.Scan(&message)
+	return message, err
 }
 
 const eventStaleWrite = `-- name: EventStaleWrite :one

@@ -95,39 +95,62 @@ func (q *Queries) ReplayAttemptGet(ctx context.Context, arg ReplayAttemptGetPara
 	return i, err
 }
 
-const replayEventListByAttempt = `-- name: ReplayEventListByAttempt :many
-SELECT at, type, attempt, detail FROM job_timeline
+const replayEventPageByAttempt = `-- name: ReplayEventPageByAttempt :many
+SELECT at, type, attempt, detail, rank::integer AS rank, id::bigint AS id FROM job_timeline
 WHERE job_id = $1 AND attempt = $2::integer
+  AND (at, rank, id) > ($3::timestamptz, $4::integer, $5::bigint)
+  AND (NOT $6::boolean OR type = 'progress')
 ORDER BY at, rank, id
+LIMIT $7
 `
 
-type ReplayEventListByAttemptParams struct {
-	JobID   int64
-	Attempt int32
+type ReplayEventPageByAttemptParams struct {
+	JobID        int64
+	Attempt      int32
+	AfterAt      time.Time
+	AfterRank    int32
+	AfterID      int64
+	ProgressOnly bool
+	Max          int32
 }
 
-type ReplayEventListByAttemptRow struct {
+type ReplayEventPageByAttemptRow struct {
 	At      time.Time
 	Type    string
 	Attempt *int32
 	Detail  json.RawMessage
+	Rank    int32
+	ID      int64
 }
 
-// The timeline entries of one attempt, in timeline order.
-func (q *Queries) ReplayEventListByAttempt(ctx context.Context, arg ReplayEventListByAttemptParams) ([]ReplayEventListByAttemptRow, error) {
-	rows, err := q.db.Query(ctx, replayEventListByAttempt, arg.JobID, arg.Attempt)
+// A page of one attempt's timeline entries in timeline order, after the
+// entry (at, rank, id) that ended the previous page: a bundle reads an
+// attempt page by page, never all of it at once. @progress_only keeps the
+// progress events alone.
+func (q *Queries) ReplayEventPageByAttempt(ctx context.Context, arg ReplayEventPageByAttemptParams) ([]ReplayEventPageByAttemptRow, error) {
+	rows, err := q.db.Query(ctx, replayEventPageByAttempt,
+		arg.JobID,
+		arg.Attempt,
+		arg.AfterAt,
+		arg.AfterRank,
+		arg.AfterID,
+		arg.ProgressOnly,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ReplayEventListByAttemptRow
+	var items []ReplayEventPageByAttemptRow
 	for rows.Next() {
-		var i ReplayEventListByAttemptRow
+		var i ReplayEventPageByAttemptRow
 		if err := rows.Scan(
 			&i.At,
 			&i.Type,
 			&i.Attempt,
 			&i.Detail,
+			&i.Rank,
+			&i.ID,
 		); err != nil {
 			return nil, err
 		}

@@ -50,6 +50,52 @@ CREATE TYPE public.job_state AS ENUM (
 );
 
 --
+-- Name: event_progress(bigint, bigint, text, jsonb, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.event_progress(p_job bigint, p_token bigint, p_owner text, p_detail jsonb, p_keep integer) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n integer;
+    new_id bigint;
+    cut bigint;
+    gone bigint;
+    gone_at timestamptz;
+BEGIN
+    SELECT j.attempt INTO n FROM jobs j
+    WHERE j.id = p_job AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, p_token, p_owner)
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO events (job_id, type, attempt, detail) VALUES (p_job, 'progress', n, p_detail)
+    RETURNING id INTO new_id;
+    -- The newest of those past the cap (this write included in the count).
+    SELECT e.id INTO cut FROM events e
+    WHERE e.job_id = p_job AND e.attempt = n AND e.type = 'progress'
+    ORDER BY e.id DESC OFFSET p_keep LIMIT 1;
+    IF cut IS NULL THEN
+        RETURN new_id;
+    END IF;
+    WITH d AS (
+        DELETE FROM events e
+        WHERE e.job_id = p_job AND e.attempt = n AND e.type = 'progress' AND e.id <= cut
+        RETURNING e.at
+    )
+    SELECT count(*), max(d.at) INTO gone, gone_at FROM d;
+    UPDATE events e
+       SET detail = jsonb_build_object('dropped', (e.detail->>'dropped')::bigint + gone, 'kept', p_keep),
+           at = gone_at
+     WHERE e.job_id = p_job AND e.attempt = n AND e.type = 'progress_dropped';
+    IF NOT FOUND THEN
+        INSERT INTO events (job_id, type, attempt, detail, at)
+        VALUES (p_job, 'progress_dropped', n, jsonb_build_object('dropped', gone, 'kept', p_keep), gone_at);
+    END IF;
+    RETURN new_id;
+END $$;
+
+--
 -- Name: job_backoff(integer, integer, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1016,6 +1062,12 @@ CREATE INDEX attempts_worker_ended_idx ON public.attempts USING btree (worker_id
 --
 
 CREATE INDEX events_job_idx ON public.events USING btree (job_id, id);
+
+--
+-- Name: events_progress_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX events_progress_idx ON public.events USING btree (job_id, attempt, type, id) WHERE (type = ANY (ARRAY['progress'::text, 'progress_dropped'::text]));
 
 --
 -- Name: jobs_app_id_idx; Type: INDEX; Schema: public; Owner: -

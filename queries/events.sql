@@ -30,9 +30,35 @@ SELECT EXISTS (SELECT 1 FROM j) AS found;
 
 -- name: EventProgress :one
 -- A progress event from the executor; only the current lease holder may
--- write one, like every other write of an attempt.
-INSERT INTO events (job_id, type, attempt, detail)
-SELECT j.id, 'progress', j.attempt, @detail::jsonb
-FROM jobs j
-WHERE j.id = @job_id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, @lease_token, @worker_id)
-RETURNING id;
+-- write one, like every other write of an attempt (no row: refused). The
+-- attempt keeps its newest @keep: event_progress (migration 18) deletes
+-- older ones and counts them in its progress_dropped event.
+SELECT p.id::bigint AS id
+FROM (SELECT event_progress(@job_id::bigint, @lease_token::bigint, @worker_id::text, @detail::jsonb, @keep::integer) AS id) p
+WHERE p.id IS NOT NULL;
+
+-- name: EventListByJobRecent :many
+-- The newest @max entries of a job's timeline, newest first, for its page:
+-- each string member of a detail cut to @chars characters in the database,
+-- so that a page of events costs a page, however large their messages.
+SELECT t.at, t.type, t.attempt,
+       COALESCE((SELECT jsonb_object_agg(m.key, CASE WHEN jsonb_typeof(m.value) = 'string'
+                                                      THEN to_jsonb(left(m.value #>> '{}', @chars::integer))
+                                                      ELSE m.value END)
+                 FROM jsonb_each(CASE WHEN jsonb_typeof(t.detail) = 'object' THEN t.detail ELSE '{}'::jsonb END) m),
+                '{}'::jsonb)::jsonb AS detail
+FROM job_timeline t
+WHERE t.job_id = @job_id
+ORDER BY t.at DESC, t.rank DESC, t.id DESC
+LIMIT @max;
+
+-- name: EventCountByJob :one
+-- How many entries a job's timeline has.
+SELECT count(*) FROM job_timeline WHERE job_id = @job_id;
+
+-- name: EventProgressBefore :one
+-- The message of an attempt's latest progress event at or before @at (the
+-- replay step of a screenshot taken then); '' for none.
+SELECT COALESCE((SELECT e.detail->>'message' FROM events e
+                 WHERE e.job_id = @job_id AND e.attempt = @attempt::integer AND e.type = 'progress' AND e.at <= @at
+                 ORDER BY e.at DESC, e.id DESC LIMIT 1), '')::text AS message;

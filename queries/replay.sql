@@ -5,11 +5,17 @@ SELECT number, worker_id, lease_token, started_at, heartbeat_at, lease_until, en
 FROM job_attempts
 WHERE job_id = @job_id AND number = @number;
 
--- name: ReplayEventListByAttempt :many
--- The timeline entries of one attempt, in timeline order.
-SELECT at, type, attempt, detail FROM job_timeline
+-- name: ReplayEventPageByAttempt :many
+-- A page of one attempt's timeline entries in timeline order, after the
+-- entry (at, rank, id) that ended the previous page: a bundle reads an
+-- attempt page by page, never all of it at once. @progress_only keeps the
+-- progress events alone.
+SELECT at, type, attempt, detail, rank::integer AS rank, id::bigint AS id FROM job_timeline
 WHERE job_id = @job_id AND attempt = @attempt::integer
-ORDER BY at, rank, id;
+  AND (at, rank, id) > (@after_at::timestamptz, @after_rank::integer, @after_id::bigint)
+  AND (NOT @progress_only::boolean OR type = 'progress')
+ORDER BY at, rank, id
+LIMIT @max;
 
 -- name: ReplayArtifactListByAttempt :many
 -- One attempt's artifacts in upload order (artifacts_job_idx).

@@ -292,9 +292,16 @@ func (c *Client) stop(ctx context.Context, l Lease, outcome db.AttemptOutcome) (
 	return job, nil
 }
 
+// ProgressKept is how many progress events an attempt keeps: a write past
+// it deletes the attempt's oldest, and the attempt's one progress_dropped
+// event counts them ({"dropped": N, "kept": ProgressKept}), standing on
+// the timeline where they were. 200 messages of at most maxMessageBytes
+// bound what one attempt's progress costs every read of it.
+const ProgressKept = 200
+
 // Progress records an executor's progress on l's job: fraction is in [0, 1]
 // (NaN: none given), anything else a *ValidationError, as is a message
-// CheckText refuses.
+// CheckText refuses. The attempt keeps its newest ProgressKept.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
 	if fraction < 0 || fraction > 1 {
 		return invalid("progress", "must be between 0 and 1")
@@ -310,7 +317,9 @@ func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, messag
 	if err != nil {
 		return fmt.Errorf("encoding progress: %w", err)
 	}
-	_, err = c.q.EventProgress(ctx, db.EventProgressParams{JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail})
+	_, err = c.q.EventProgress(ctx, db.EventProgressParams{
+		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail, Keep: ProgressKept,
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.refused(ctx, "progress", l)
 	}

@@ -25,6 +25,54 @@ func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
 
 // Detail returns a job with its attempts and events.
 func (c *Client) Detail(ctx context.Context, id int64) (JobDetail, error) {
+	return c.detail(ctx, id, func() ([]Event, error) {
+		events, err := c.q.EventListByJob(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading events: %w", err)
+		}
+		out := make([]Event, 0, len(events))
+		for _, e := range events {
+			out = append(out, Event{At: e.At, Type: e.Type, Attempt: e.Attempt, Detail: e.Detail})
+		}
+		return out, nil
+	})
+}
+
+// DetailRecent is Detail for a page: of the timeline only the newest max
+// entries (in time order), each string of their details cut to chars
+// characters by the database, and total, how many entries there are. An
+// attempt's 200 progress messages of 64 KB, or a timeline of thousands,
+// cost the page what it shows.
+func (c *Client) DetailRecent(ctx context.Context, id int64, max, chars int) (d JobDetail, total int64, err error) {
+	d, err = c.detail(ctx, id, func() ([]Event, error) {
+		events, err := c.q.EventListByJobRecent(ctx, db.EventListByJobRecentParams{JobID: id, Max: int32(max), Chars: int32(chars)})
+		if err != nil {
+			return nil, fmt.Errorf("reading events: %w", err)
+		}
+		out := make([]Event, len(events))
+		for i, e := range events { // newest first: turned to time order
+			out[len(events)-1-i] = Event{At: e.At, Type: e.Type, Attempt: e.Attempt, Detail: e.Detail}
+		}
+		if total, err = c.q.EventCountByJob(ctx, id); err != nil {
+			return nil, fmt.Errorf("counting events: %w", err)
+		}
+		return out, nil
+	})
+	return d, total, err
+}
+
+// ProgressBefore is the message of the latest progress event of attempt
+// number of job jobID at or before at: a replay step's message (see
+// ReplayStep) read alone, "" for none.
+func (c *Client) ProgressBefore(ctx context.Context, jobID int64, number int32, at time.Time) (string, error) {
+	m, err := c.q.EventProgressBefore(ctx, db.EventProgressBeforeParams{JobID: jobID, Attempt: number, At: at})
+	if err != nil {
+		return "", fmt.Errorf("reading a step's message: %w", err)
+	}
+	return m, nil
+}
+
+func (c *Client) detail(ctx context.Context, id int64, events func() ([]Event, error)) (JobDetail, error) {
 	job, err := c.Get(ctx, id)
 	if err != nil {
 		return JobDetail{}, err
@@ -44,12 +92,8 @@ func (c *Client) Detail(ctx context.Context, id int64) (JobDetail, error) {
 			HeartbeatAt: a.HeartbeatAt, LeaseUntil: a.LeaseUntil, EndedAt: a.EndedAt, Outcome: outcome, Error: a.Error,
 		})
 	}
-	events, err := c.q.EventListByJob(ctx, id)
-	if err != nil {
-		return JobDetail{}, fmt.Errorf("reading events: %w", err)
-	}
-	for _, e := range events {
-		d.Events = append(d.Events, Event{At: e.At, Type: e.Type, Attempt: e.Attempt, Detail: e.Detail})
+	if d.Events, err = events(); err != nil {
+		return JobDetail{}, err
 	}
 	if d.Artifacts, err = c.artifacts(ctx, id); err != nil {
 		return JobDetail{}, err

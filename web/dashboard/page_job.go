@@ -61,7 +61,7 @@ func (h *Handler) jobPageAction(c echo.Context, act func(context.Context, int64,
 
 func (h *Handler) renderJobPage(c echo.Context, status int, id int64, notice string) error {
 	live := h.liveURL(id) // before reading: what changes after the read is replayed
-	d, err := h.queue.Detail(c.Request().Context(), id)
+	d, total, err := h.queue.DetailRecent(c.Request().Context(), id, jobPageEvents, jobPageEventChars)
 	if errors.Is(err, queue.ErrNotFound) {
 		return h.jobPageMissing(c, id)
 	}
@@ -69,6 +69,7 @@ func (h *Handler) renderJobPage(c echo.Context, status int, id int64, notice str
 		return fmt.Errorf("reading job %d: %w", id, err)
 	}
 	v := newJobPageView(d)
+	v.EventsTotal = int(total)
 	v.Notice = notice
 	if v.State == string(queue.StatePending) && v.Device != "" {
 		if v.Waiting, err = h.deviceWaiting(c.Request().Context(), v.Device, v.Queue); err != nil {

@@ -59,7 +59,14 @@ func (h *Handler) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.
 	for i := range v.Attempts {
 		a := &v.Attempts[i]
 		a.Bundle = fmt.Sprintf("/api/v1/jobs/%d/attempts/%d/bundle", d.ID, a.Number)
-		steps := queue.ReplaySteps(a.Number, a.StartedAt, d.Events, d.Artifacts)
+		// The steps are the attempt's screenshots; the page has only the
+		// newest events, so the shown step's message is read alone.
+		var steps []queue.Artifact
+		for _, x := range d.Artifacts {
+			if x.Attempt == a.Number && x.Kind == queue.ArtifactScreenshot {
+				steps = append(steps, x)
+			}
+		}
 		if len(steps) == 0 {
 			continue
 		}
@@ -71,11 +78,15 @@ func (h *Handler) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.
 		if selected && choice.step > 0 {
 			step = min(choice.step, len(steps))
 		}
-		s := steps[step-1]
+		shot := steps[step-1]
+		message, err := h.queue.ProgressBefore(c.Request().Context(), d.ID, a.Number, shot.CreatedAt)
+		if err != nil {
+			return false, err
+		}
 		r := &templates.Replay{
 			Attempt: a.Number, Step: step, Steps: len(steps), Selected: selected,
-			Shot:    templates.JobArtifact{ID: s.Shot.ID, Name: s.Shot.Name, Size: jobPageSize(s.Shot.Size), Step: step},
-			Message: s.Message, Elapsed: jobPageDuration(s.Elapsed),
+			Shot:    templates.JobArtifact{ID: shot.ID, Name: shot.Name, Size: jobPageSize(shot.Size), Step: step},
+			Message: message, Elapsed: jobPageDuration(max(shot.CreatedAt.Sub(a.StartedAt), 0)),
 		}
 		if step > 1 {
 			r.PrevURL = replayURL(d.ID, a.Number, step-1)

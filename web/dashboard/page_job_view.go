@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
@@ -14,6 +15,11 @@ import (
 // writes a progress event per step, and the newest are the ones that
 // matter while watching.
 const jobPageEvents = 200
+
+// jobPageEventChars is where the database cuts each string of an event's
+// detail for the page (which shows jobPageDetailLimit bytes of it): the
+// API and the attempt's bundle have them whole.
+const jobPageEventChars = 1000
 
 // jobPageDetailLimit bounds one event's or effect's JSON in the tables;
 // the API has it whole.
@@ -131,7 +137,36 @@ func jobPageCompact(raw json.RawMessage) string {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) || bytes.Equal(raw, []byte("{}")) {
 		return ""
 	}
-	return cellJSON.show(raw).Text
+	return escapeBidi(cellJSON.show(raw).Text)
+}
+
+// escapeBidi writes the bidirectional formatting characters of JSON text
+// as \u escapes, which mean the same in JSON: an override in a progress
+// message then shows as what it is instead of reversing the rest of the
+// row.
+func escapeBidi(s string) string {
+	if !strings.ContainsFunc(s, isBidiControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isBidiControl(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isBidiControl(r rune) bool {
+	switch {
+	case r == '\u061c', r == '\u200e', r == '\u200f':
+		return true
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 // jobPageDuration says how long an attempt ran, as precisely as is

@@ -1,0 +1,2 @@
+DROP FUNCTION IF EXISTS event_progress(bigint, bigint, text, jsonb, integer);
+DROP INDEX IF EXISTS events_progress_idx;
