@@ -93,6 +93,10 @@ const (
 	CodeTooLarge Code = "too_large"
 	// CodeUnsupportedMediaType: the body is not of a type the endpoint takes (415).
 	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	// CodeRateLimited: the caller already holds as many of these requests
+	// (claims of one worker token, event streams of one session) as it may
+	// at once; retry after Retry-After seconds (429).
+	CodeRateLimited Code = "rate_limited"
 	// CodeClientClosed: the client went away before the answer (499);
 	// nobody reads it, but it is logged and counted.
 	CodeClientClosed Code = "client_closed"

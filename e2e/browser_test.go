@@ -26,7 +26,8 @@ type browserEnv struct {
 	server *proc
 }
 
-func newBrowserEnv(t *testing.T) *browserEnv {
+// newBrowserEnv starts them; serverEnv is more environment for the server.
+func newBrowserEnv(t *testing.T, serverEnv ...string) *browserEnv {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if os.Getenv("CI") != "" {
@@ -35,7 +36,7 @@ func newBrowserEnv(t *testing.T) *browserEnv {
 		t.Skip("chromium not installed (apt-get install chromium)")
 	}
 	e := newEnv(t)
-	server := e.startServerWith("LEASEHOLD_ADMIN_PASSWORD=" + adminPassword)
+	server := e.startServerWith(append([]string{"LEASEHOLD_ADMIN_PASSWORD=" + adminPassword}, serverEnv...)...)
 	e.startWorker("sim", "--concurrency", "4", "--lease", "5s", "--artifacts", e.artifacts)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),

@@ -132,27 +132,48 @@
 // Live updates: a live part refreshes when the page's event stream
 // (GET /events, through htmx's sse extension on <main>) names one of its
 // events (hx-trigger="sse:jobs, sse:reset"). A browser without
-// EventSource polls instead, at the interval in data-poll. This runs
-// before htmx first processes the page (deferred scripts run before
-// DOMContentLoaded), and again on each part a refresh brings in.
+// EventSource polls instead, at the interval in data-poll; so does a page
+// whose stream the server refused (429: this session has too many open;
+// 503: the server has), until a stream opens again (the extension keeps
+// trying): the parts polling then go back to the stream alone with their
+// next refresh. This runs before htmx first processes the page (deferred
+// scripts run before DOMContentLoaded), and again on each part a refresh
+// brings in.
 (function () {
   "use strict";
-  if (window.EventSource) return;
-  function poll(root) {
-    if (!root || !root.querySelectorAll) return;
+  var noSource = !window.EventSource;
+  var polling = noSource;
+  function poll(root, processed) {
+    if (!polling || !root || !root.querySelectorAll) return;
     var els = Array.prototype.slice.call(root.querySelectorAll("[data-poll], [sse-connect]"));
     if (root.matches && root.matches("[data-poll], [sse-connect]")) els.push(root);
     els.forEach(function (el) {
-      if (el.hasAttribute("sse-connect")) {
+      if (noSource && el.hasAttribute("sse-connect")) {
         el.removeAttribute("sse-connect");
         el.removeAttribute("hx-ext");
       }
       if (el.hasAttribute("data-poll")) {
-        el.setAttribute("hx-trigger", el.getAttribute("data-poll"));
+        var every = el.getAttribute("data-poll"), events = el.getAttribute("hx-trigger");
+        el.setAttribute("hx-trigger", noSource || !events ? every : events + ", " + every);
         el.removeAttribute("data-poll");
+        if (processed && window.htmx) window.htmx.process(el); // set up again with the new trigger
       }
     });
   }
   poll(document);
   document.addEventListener("htmx:beforeProcessNode", function (ev) { poll(ev.target); });
+  if (noSource) return;
+  // An answer other than a stream (a refusal, a sign-in page) closes the
+  // EventSource for good; a dropped connection only makes it reconnect.
+  document.addEventListener("htmx:sseError", function (ev) {
+    var source = ev.detail && ev.detail.source;
+    if (polling || !source || source.readyState !== EventSource.CLOSED) return;
+    polling = true;
+    document.documentElement.setAttribute("data-live", "polling");
+    poll(document, true);
+  });
+  document.addEventListener("htmx:sseOpen", function () {
+    polling = false;
+    document.documentElement.setAttribute("data-live", "stream");
+  });
 })();

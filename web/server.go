@@ -70,6 +70,14 @@ type Config struct {
 	// Handover is the hand-over deadline of remote workers' claims (SPEC
 	// lease rule 11, LEASEHOLD_HANDOVER); zero is queue.DefaultHandover.
 	Handover time.Duration
+	// MaxClaimsPerToken bounds the claims one worker token may have open
+	// at once (LEASEHOLD_MAX_CLAIMS_PER_TOKEN; default
+	// workerapi.DefaultMaxClaimsPerToken); more are answered 429.
+	MaxClaimsPerToken int
+	// MaxStreamsPerSession bounds the event streams one dashboard session
+	// may have open at once (LEASEHOLD_MAX_STREAMS_PER_SESSION; default
+	// dashboard.DefaultMaxStreamsPerSession); more are answered 429.
+	MaxStreamsPerSession int
 }
 
 // server holds the dependencies of every handler.
@@ -127,10 +135,11 @@ func New(cfg Config) *echo.Echo {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
 	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Logger: s.logger})
-	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs, Handover: cfg.Handover})
+	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs, Handover: cfg.Handover,
+		MaxClaimsPerToken: cfg.MaxClaimsPerToken})
 	s.dashboard = dashboard.New(dashboard.Config{
 		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
-		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive,
+		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive, MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 	})
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

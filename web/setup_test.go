@@ -43,6 +43,8 @@ type setupOpts struct {
 	keepAlive    time.Duration // of event streams
 	coalesce     time.Duration // of events (live.Config.Coalesce)
 	maxStreams   int           // live.Config.MaxStreams
+	// maxClaimsPerToken and maxStreamsPerSession are web.Config's.
+	maxClaimsPerToken, maxStreamsPerSession int
 	// requestTimeout is web.Config.RequestTimeout (default its default).
 	requestTimeout time.Duration
 	// server, when set, adjusts the HTTP server before it starts.
@@ -83,7 +85,8 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
 		ReadTimeout: o.readTimeout, Live: f.hub, EventsKeepAlive: o.keepAlive,
-		RequestTimeout: o.requestTimeout,
+		RequestTimeout:    o.requestTimeout,
+		MaxClaimsPerToken: o.maxClaimsPerToken, MaxStreamsPerSession: o.maxStreamsPerSession,
 	}))
 	if o.server != nil {
 		o.server(f.srv.Config)

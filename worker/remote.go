@@ -62,10 +62,12 @@ const claimSlack = 15 * time.Second
 // ErrUnauthorized means the server refused the token (unknown or revoked).
 var ErrUnauthorized = errors.New("the server refused the worker token (unknown or revoked)")
 
-// statusError is an answer the server gave that retrying cannot change.
+// statusError is an answer the server gave that retrying cannot change,
+// or (5xx, 429) may, after retryAfter when the server said.
 type statusError struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter time.Duration
 }
 
 func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.status, e.msg) }
@@ -90,14 +92,29 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 		ms := p.Lease.Milliseconds()
 		body.LeaseMs = &ms
 	}
-	// Bounded: on a network that went silent (no reset) the answer may
-	// never come, and the worker must claim again once it is back.
-	ctx, cancel := context.WithTimeout(ctx, r.ClaimWait+claimSlack)
-	defer cancel()
 	// Not retried: a claim whose answer was lost leased jobs nobody runs,
 	// which the reaper takes back; the worker's loop simply claims again.
-	if err := r.call(ctx, http.MethodPost, api.ClaimPath, body, &out, false); err != nil {
-		return Claim{}, err
+	// Only a 429 is: the server refused it at once, leasing nothing,
+	// because this token has as many claims open as it may (polls the
+	// server still holds for connections this worker dropped, or another
+	// process with the same token). It waits as told, longer each time.
+	var delay time.Duration
+	for {
+		err := r.claimOnce(ctx, body, &out)
+		var se *statusError
+		if !errors.As(err, &se) || se.status != http.StatusTooManyRequests {
+			if err != nil {
+				return Claim{}, err
+			}
+			break
+		}
+		delay = min(max(se.retryAfter, 2*delay, time.Second), maxRetryAfter)
+		r.log.Warn("the server refused the claim: this token has too many open; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return Claim{}, errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
 	}
 	// Handed over whatever the server says: confirming costs a heartbeat,
 	// and a server from before hand-overs (handover_ms 0) takes it too.
@@ -112,6 +129,18 @@ func (r *Remote) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) 
 	}
 	return claim, nil
 }
+
+// claimOnce sends one claim, bounded: on a network that went silent (no
+// reset) the answer may never come, and the worker must claim again once
+// it is back.
+func (r *Remote) claimOnce(ctx context.Context, body api.ClaimRequest, out *api.ClaimResponse) error {
+	ctx, cancel := context.WithTimeout(ctx, r.ClaimWait+claimSlack)
+	defer cancel()
+	return r.call(ctx, http.MethodPost, api.ClaimPath, body, out, false)
+}
+
+// maxRetryAfter bounds how long a Retry-After the worker obeys.
+const maxRetryAfter = 30 * time.Second
 
 // Heartbeat implements Backend.
 func (r *Remote) Heartbeat(ctx context.Context, l queue.Lease) (queue.HeartbeatResult, error) {
@@ -253,11 +282,15 @@ func (r *Remote) call(ctx context.Context, method, path string, body, out any, r
 		if !retry || ctx.Err() != nil || !transient(err) {
 			return err
 		}
-		r.log.Warn("server unreachable; retrying", "path", path, "err", err, "retry_in", delay)
+		wait := delay
+		if se := (*statusError)(nil); errors.As(err, &se) {
+			wait = max(wait, se.retryAfter) // the server said when
+		}
+		r.log.Warn("server unreachable; retrying", "path", path, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(delay*2, 2*time.Second)
 	}
@@ -289,7 +322,8 @@ func (r *Remote) do(req *http.Request, out any) error {
 			// The same error a direct worker gets from the queue.
 			return &queue.ValidationError{Field: e.Field, Message: e.Error}
 		}
-		return &statusError{status: resp.StatusCode, msg: cmp.Or(e.Error, strings.TrimSpace(string(raw)))}
+		return &statusError{status: resp.StatusCode, msg: cmp.Or(e.Error, strings.TrimSpace(string(raw))),
+			retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -297,4 +331,13 @@ func (r *Remote) do(req *http.Request, out any) error {
 		}
 	}
 	return nil
+}
+
+// retryAfter reads a Retry-After of seconds; 0 when there is none.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
 }

@@ -7,16 +7,18 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/web/connlimit"
 )
 
 // TestListenCapsConnections: beyond --max-connections a new connection is
 // not served until an open one closes.
 func TestListenCapsConnections(t *testing.T) {
 	t.Parallel()
-	if _, err := listen("127.0.0.1:0", 0); err == nil {
+	if _, err := listen("127.0.0.1:0", connlimit.Config{Max: 0}); err == nil {
 		t.Error("--max-connections 0 accepted")
 	}
-	ln, err := listen("127.0.0.1:0", 2)
+	ln, err := listen("127.0.0.1:0", connlimit.Config{Max: 2, PerClient: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

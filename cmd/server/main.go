@@ -21,7 +21,6 @@ import (
 	_ "time/tzdata"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/net/netutil"
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
@@ -33,6 +32,9 @@ import (
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/connlimit"
+	"github.com/leasehold/leasehold/web/dashboard"
+	"github.com/leasehold/leasehold/web/workerapi"
 )
 
 const usage = `usage:
@@ -83,8 +85,14 @@ func serve(args []string) error {
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
-		handover  = fs.Duration("handover", queue.DefaultHandover, "how long a job claimed over the worker API waits for its worker's first heartbeat before it is given to another worker, uncounted (0.5s to 1m)")
-		reqTime   = fs.Duration("request-timeout", web.DefaultRequestTimeout,
+		perClient = fs.Int("max-connections-per-client", 0,
+			"most connections one client address may have open; more are closed at once (0: half of --max-connections, -1: no bound; trusted proxies are not bound)")
+		perToken = fs.Int("max-claims-per-token", workerapi.DefaultMaxClaimsPerToken,
+			"most claims one worker token may have open at once; more are answered 429 (a worker needs one)")
+		perSession = fs.Int("max-streams-per-session", dashboard.DefaultMaxStreamsPerSession,
+			"most live-update streams one dashboard session may have open; more are answered 429 and their pages poll")
+		handover = fs.Duration("handover", queue.DefaultHandover, "how long a job claimed over the worker API waits for its worker's first heartbeat before it is given to another worker, uncounted (0.5s to 1m)")
+		reqTime  = fs.Duration("request-timeout", web.DefaultRequestTimeout,
 			"how long a request may take before it is answered 503, 0 for no bound (claims may wait longer, event streams and downloads are not bounded)")
 		timeouts cli.DatabaseTimeouts
 	)
@@ -110,6 +118,9 @@ func serve(args []string) error {
 	}
 	if err := maintenance.CheckWebhookDelivery(*webhookConcurrency, *webhookTimeout); err != nil {
 		return err
+	}
+	if *perToken < 1 || *perSession < 1 {
+		return fmt.Errorf("--max-claims-per-token %d, --max-streams-per-session %d: want at least 1", *perToken, *perSession)
 	}
 	if err := queue.CheckHandover(*handover); err != nil {
 		return fmt.Errorf("--handover: %w", err)
@@ -189,6 +200,8 @@ func serve(args []string) error {
 		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
 		Handover:       *handover,
 		RequestTimeout: requestTimeout(*reqTime),
+
+		MaxClaimsPerToken: *perToken, MaxStreamsPerSession: *perSession,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -197,10 +210,15 @@ func serve(args []string) error {
 	}
 	// Shutdown waits for requests to end; event streams end only when told.
 	srv.RegisterOnShutdown(hub.Close)
-	ln, err := listen(*addr, *maxConns)
+	ln, err := listen(*addr, connlimit.Config{
+		Max: *maxConns, PerClient: *perClient, Exempt: trustedProxies, Logger: logger,
+	})
 	if err != nil {
 		return err
 	}
+	// Idle keep-alive connections live IdleTimeout, or a few seconds
+	// while the server is near --max-connections.
+	srv.ConnState = ln.ConnState
 	// Start-up's large, short-lived allocations (the admin password's
 	// argon2id hash alone takes 19 MiB, migrations parse every file) are
 	// garbage now: hand the memory back rather than keep it resident.
@@ -238,19 +256,24 @@ func serve(args []string) error {
 	return nil
 }
 
-// listen opens the server's socket, accepting at most maxConns
+// listen opens the server's socket, accepting at most cfg.Max
 // connections at once: long-polling workers and open dashboards each hold
 // one, and beyond the limit new ones wait in the kernel's backlog instead
-// of exhausting file descriptors and memory.
-func listen(addr string, maxConns int) (net.Listener, error) {
-	if maxConns < 1 {
-		return nil, fmt.Errorf("--max-connections %d: want at least 1", maxConns)
+// of exhausting file descriptors and memory. One client address may hold
+// only cfg.PerClient of them, so that the rest stay for health probes,
+// pages and other workers (connlimit).
+func listen(addr string, cfg connlimit.Config) (*connlimit.Listener, error) {
+	if cfg.Max < 1 {
+		return nil, fmt.Errorf("--max-connections %d: want at least 1", cfg.Max)
+	}
+	if cfg.PerClient > cfg.Max {
+		return nil, fmt.Errorf("--max-connections-per-client %d: want at most --max-connections (%d)", cfg.PerClient, cfg.Max)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening: %w", err)
 	}
-	return netutil.LimitListener(ln, maxConns), nil
+	return connlimit.New(ln, cfg), nil
 }
 
 // requestTimeout is web.Config.RequestTimeout of --request-timeout d:

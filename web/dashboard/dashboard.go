@@ -26,6 +26,10 @@ type Config struct {
 	// EventsKeepAlive is how often an idle event stream sends a comment,
 	// so that proxies keep it open (default 20 s).
 	EventsKeepAlive time.Duration
+	// MaxStreamsPerSession bounds the event streams one session may have
+	// open at once, below the hub's global bound; more are answered 429
+	// and their pages poll (default DefaultMaxStreamsPerSession).
+	MaxStreamsPerSession int
 }
 
 // Handler serves the pages; its exported methods are echo handlers.
@@ -35,6 +39,7 @@ type Handler struct {
 	logger          *slog.Logger
 	live            *live.Hub
 	eventsKeepAlive time.Duration
+	streams         *sessionStreams
 }
 
 // New returns the pages' handler.
@@ -45,5 +50,6 @@ func New(cfg Config) *Handler {
 		logger:          cmp.Or(cfg.Logger, slog.Default()),
 		live:            cfg.Live,
 		eventsKeepAlive: cmp.Or(cfg.EventsKeepAlive, eventsKeepAlive),
+		streams:         newSessionStreams(cmp.Or(cfg.MaxStreamsPerSession, DefaultMaxStreamsPerSession)),
 	}
 }

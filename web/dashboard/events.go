@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/web/httpx"
 )
@@ -36,6 +37,11 @@ const (
 // ?job=ID makes it a job page's stream. Last-Event-ID (or
 // ?last_event_id=, which a page passes on its first connection) replays
 // what came after it.
+//
+// A session may have a few streams open (Config.MaxStreamsPerSession);
+// more are answered 429, and their pages poll instead. A stream ends
+// when its session signs out: at once on this server, and at the next
+// keep-alive, which checks the session, on any other.
 func (h *Handler) Events(c echo.Context) error {
 	if h.live == nil {
 		return &httpx.Error{Status: http.StatusServiceUnavailable, Message: "live updates are not enabled on this server"}
@@ -55,6 +61,16 @@ func (h *Handler) Events(c echo.Context) error {
 	if len(lastID) > maxEventIDLen {
 		lastID = "?" // unknown: a reset
 	}
+	cookie, err := c.Cookie(httpx.SessionCookie)
+	if err != nil {
+		return fmt.Errorf("event stream without a session cookie: %w", err) // RequireSession let it through
+	}
+	session, ok := h.streams.add(cookie.Value)
+	if !ok {
+		return httpx.TooMany(c, streamRetryAfter*time.Second,
+			"this session already has %d event streams open: close a tab; this page polls instead", h.streams.max)
+	}
+	defer h.streams.remove(cookie.Value, session)
 	stream, replay, err := h.live.Subscribe(lastID, job)
 	if errors.Is(err, live.ErrTooMany) || errors.Is(err, live.ErrClosed) {
 		c.Response().Header().Set("Retry-After", "5")
@@ -103,7 +119,14 @@ func (h *Handler) Events(c echo.Context) error {
 			return nil // fell behind, or the server is shutting down
 		case <-maxAge.C:
 			return nil
+		case <-session.ended:
+			return nil // signed out here
 		case <-keepAlive.C:
+			// Signed out on another server, or expired: it ends. A
+			// database that does not answer ends nothing.
+			if _, err := h.auth.Session(ctx, cookie.Value); errors.Is(err, auth.ErrNoSession) {
+				return nil
+			}
 			if !send(": keep-alive\n\n") {
 				return nil
 			}

@@ -85,6 +85,9 @@ func (h *Handler) Logout(c echo.Context) error {
 		if err := h.auth.SignOut(c.Request().Context(), cookie.Value); err != nil {
 			return err
 		}
+		// Its open pages stop receiving at once; on another server they
+		// stop at their next keep-alive (Events).
+		h.streams.end(cookie.Value)
 	}
 	setSessionCookie(c, "", -1)
 	return c.Redirect(http.StatusSeeOther, "/login")

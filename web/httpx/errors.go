@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -43,6 +45,13 @@ var ErrNoArtifactStorage = &Error{Status: http.StatusServiceUnavailable, Message
 // BadRequest is a 400 about field ("" for the request as a whole).
 func BadRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// TooMany is the 429 (code rate_limited) of a caller that already holds
+// as many requests of a kind as it may at once; it sets Retry-After.
+func TooMany(c echo.Context, retryAfter time.Duration, format string, args ...any) *Error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(retryAfter/time.Second))))
+	return &Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited, Message: fmt.Sprintf(format, args...)}
 }
 
 // errPanicked reaches the error handler from RecoverPanics, which has already
@@ -107,6 +116,8 @@ func codeOf(status int) api.Code {
 		return api.CodeTooLarge
 	case http.StatusUnsupportedMediaType:
 		return api.CodeUnsupportedMediaType
+	case http.StatusTooManyRequests:
+		return api.CodeRateLimited
 	case http.StatusServiceUnavailable:
 		return api.CodeUnavailable
 	case statusClientClosed:

@@ -24,8 +24,17 @@ const maxClaimWait = 30 * time.Second
 // runs only once the worker confirms it by its first heartbeat, within
 // the hand-over deadline. A hand-over never confirmed ends not_delivered,
 // uncounted, and the job is claimable again at once.
+//
+// A token may have only a few claims open at once (Config.MaxClaimsPerToken):
+// the rest are refused at once, 429, before their bodies are read.
 func (h *Handler) Claim(c echo.Context) error {
 	received := time.Now()
+	worker := workerName(c)
+	if !h.open.acquire(worker) {
+		return httpx.TooMany(c, claimRetryAfter*time.Second,
+			"worker %s already has %d claims open, as many as a worker token may: retry once one has ended", worker, h.open.max)
+	}
+	defer h.open.release(worker)
 	body, err := httpx.ReadBody(c, httpx.ActionBodyLimit)
 	if err != nil {
 		return err
@@ -34,7 +43,6 @@ func (h *Handler) Claim(c echo.Context) error {
 	if err := httpx.DecodeObject(body, &req, ""); err != nil {
 		return err
 	}
-	worker := workerName(c)
 	if req.WorkerID != "" && req.WorkerID != worker {
 		return &httpx.Error{Status: http.StatusForbidden, Field: "worker_id",
 			Message: "must be the name of the worker token (" + worker + "), or left out"}

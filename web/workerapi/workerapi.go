@@ -24,6 +24,10 @@ type Config struct {
 	// Handover is how long a claimed job waits for its worker to confirm
 	// it (SPEC lease rule 11); zero is queue.DefaultHandover.
 	Handover time.Duration
+	// MaxClaimsPerToken bounds the claims one worker token may have open
+	// at once; more are answered 429 at once (default
+	// DefaultMaxClaimsPerToken).
+	MaxClaimsPerToken int
 }
 
 // Handler serves the worker API; its exported methods are echo handlers.
@@ -33,6 +37,7 @@ type Handler struct {
 	jobs      *queue.JobNotifier
 	claims    *queue.ClaimGate
 	handover  time.Duration
+	open      *openClaims
 }
 
 // MaxClaimWait is the longest a claim may wait for a job (its wait_ms):
@@ -44,7 +49,8 @@ const claimTurns = 4
 
 // New returns the worker API's handler.
 func New(cfg Config) *Handler {
-	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs, handover: cmp.Or(cfg.Handover, queue.DefaultHandover)}
+	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs, handover: cmp.Or(cfg.Handover, queue.DefaultHandover),
+		open: newOpenClaims(cmp.Or(cfg.MaxClaimsPerToken, DefaultMaxClaimsPerToken))}
 	if h.jobs != nil {
 		h.claims = queue.NewClaimGate(h.jobs, claimTurns)
 	}
