@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,8 @@ type caddy struct {
 	dir  string
 	cmd  *exec.Cmd
 	out  *testutil.LockedBuffer
+	// exited is closed when the Caddy started last has exited.
+	exited <-chan struct{}
 }
 
 // shippedCaddyfile is deploy/Caddyfile's text.
@@ -50,18 +54,34 @@ func (e *env) startCaddy(caddyfile string) *caddy {
 	if err := os.WriteFile(conf, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
+	// The port is free when chosen, but another process of a busy machine
+	// may take it before Caddy binds it: then another.
+	for try := 1; ; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
+		ln.Close()
+		if err := c.run(); err == nil {
+			return c
+		} else if try == 5 || !strings.Contains(err.Error(), "address already in use") {
+			e.t.Fatal(err)
+		}
 	}
-	c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
-	ln.Close()
-	c.start()
-	return c
 }
 
 // start starts Caddy (again, after stop) on the same port.
 func (c *caddy) start() {
+	c.e.t.Helper()
+	if err := c.run(); err != nil {
+		c.e.t.Fatal(err)
+	}
+}
+
+// run starts Caddy and waits until it proxies the server; an error when
+// it exits first (its output says why) or never does.
+func (c *caddy) run() error {
 	t := c.e.t
 	t.Helper()
 	c.cmd = exec.Command("caddy", "run", "--config", filepath.Join(c.dir, "Caddyfile"), "--adapter", "caddyfile")
@@ -70,26 +90,36 @@ func (c *caddy) start() {
 	c.out = &testutil.LockedBuffer{}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting caddy: %v", err)
+		return fmt.Errorf("starting caddy: %w", err)
 	}
 	cmd, out := c.cmd, c.out
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.exited = exited
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
+		_ = cmd.Process.Kill()
+		<-exited
 		if t.Failed() {
 			t.Logf("--- output of caddy ---\n%s", out.String())
 		}
 	})
-	c.e.eventually("caddy proxies the server", 20*time.Second, func() bool {
-		resp, err := http.Get(c.url() + "/health/ready")
-		if err != nil {
-			return false
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if resp, err := http.Get(c.url() + "/health/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+		select {
+		case <-exited:
+			return fmt.Errorf("caddy exited before it proxied the server: %s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("caddy did not proxy the server within 20 s:\n%s", out.String())
+		}
+	}
 }
 
 // stop stops Caddy (SIGTERM, as a restart does) and waits until it is gone:
@@ -97,13 +127,11 @@ func (c *caddy) start() {
 func (c *caddy) stop() {
 	c.e.t.Helper()
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-c.exited:
 	case <-time.After(10 * time.Second):
 		_ = c.cmd.Process.Kill()
-		<-done
+		<-c.exited
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,7 +209,8 @@ func TestWebhookSenderCrashMidDeliveryLosesNone(t *testing.T) {
 	}
 	tp := newTarpit(t, func(int64) bool { return true }) // the first sender's requests all hang
 	const timeout = 5 * time.Second
-	proxy := newTCPProxy(t, net.JoinHostPort(f.pool.Config().ConnConfig.Host, strconv.Itoa(int(f.pool.Config().ConnConfig.Port))))
+	network, target := testutil.DialTarget(f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
+	proxy := newTCPProxy(t, network, target)
 	cfgA := f.pool.Config().Copy()
 	cfgA.ConnConfig.Host, cfgA.ConnConfig.Port, cfgA.ConnConfig.Fallbacks = "127.0.0.1", proxy.port(), nil
 	poolA, err := pgxpool.NewWithConfig(f.ctx, cfgA)
@@ -243,7 +243,7 @@ type tcpProxy struct {
 	dead  bool
 }
 
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
+func newTCPProxy(t *testing.T, network, target string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -257,7 +257,7 @@ func newTCPProxy(t *testing.T, target string) *tcpProxy {
 			if err != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
+			s, err := net.Dial(network, target)
 			if err != nil {
 				c.Close()
 				continue

@@ -3,14 +3,11 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -359,10 +356,7 @@ func TestFrozenSubmissionRollsBack(t *testing.T) {
 	const marker = "frozen-7f3a9c"
 	// The machine's server on TCP, or the private cluster's socket (a
 	// fresh clone without TEST_DATABASE_URL).
-	network, target := "tcp", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	if strings.HasPrefix(cfg.ConnConfig.Host, "/") {
-		network, target = "unix", filepath.Join(cfg.ConnConfig.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.ConnConfig.Port))
-	}
+	network, target := testutil.DialTarget(cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 	proxy := newFreezer(t, network, target, marker)
 	addr := proxy.ln.Addr().(*net.TCPAddr)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(addr.Port)

@@ -2,6 +2,11 @@ package testutil
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,4 +73,14 @@ func UTC(s string) time.Time {
 		panic(err)
 	}
 	return t.UTC()
+}
+
+// DialTarget is where a relay in front of a database at host and port
+// dials it: TCP host:port, or the Unix socket a host that is a directory
+// names (the private cluster of a fresh clone without TEST_DATABASE_URL).
+func DialTarget(host string, port uint16) (network, address string) {
+	if strings.HasPrefix(host, "/") {
+		return "unix", filepath.Join(host, fmt.Sprintf(".s.PGSQL.%d", port))
+	}
+	return "tcp", net.JoinHostPort(host, strconv.Itoa(int(port)))
 }
