@@ -61,10 +61,12 @@ func (e *env) postClaim(token string, body string) claimResult {
 // 2 s later; 1,000 jobs arrive 0.5 s after that. The revoked token gets
 // none of them: every waiting poll ends (401) without a job, no attempt
 // ever names the token, and the jobs are all there for the next worker.
+// The server lets a token hold 20 claims (the default, 4, would refuse
+// 16 of them at once with 429), so that all 20 wait, as in the report.
 func TestRevokeEndsWaitingClaims(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startServer()
+	e.startServerWith("LEASEHOLD_MAX_CLAIMS_PER_TOKEN=20")
 	token := e.workerToken("rv2")
 
 	const polls = 20
