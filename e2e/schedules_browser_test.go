@@ -41,6 +41,13 @@ func TestBrowserSchedules(t *testing.T) {
 		document.querySelector("[data-testid=schedule-row][data-name=every-second] [data-testid=cron]")?.textContent === "@every 1s"`)
 	b.waitJS("a tick's job linked, by the list's own refresh", `document.querySelector("[data-testid=schedule-row] [data-testid=last-job-link]") !== null`)
 
+	// The list refreshes itself every 5 s: a click on a row just swapped
+	// in, before htmx has set up its form, is a plain form post (which
+	// navigates). Click once htmx has it, as a person's click would be.
+	htmxReady := func(button string) string {
+		return `document.querySelector("[data-testid=` + button + `]")?.form?.["htmx-internal-data"]?.initHash !== undefined`
+	}
+	b.waitJS("the Pause form set up by htmx", htmxReady("pause-button"))
 	b.do(chromedp.Click(chromedp.CSS("[data-testid=pause-button]")))
 	b.waitJS("the row paused in place", `document.querySelector("[data-testid=schedule-row] [data-testid=paused]") !== null &&
 		document.querySelector("[data-testid=resume-button]") !== null`)
@@ -50,6 +57,7 @@ func TestBrowserSchedules(t *testing.T) {
 	if loc := b.location(); loc != b.apiURL+"/schedules?created=every-second" {
 		t.Fatalf("Pause navigated to %s; htmx should swap the list in place", loc)
 	}
+	b.waitJS("the Resume form set up by htmx", htmxReady("resume-button"))
 	b.do(chromedp.Click(chromedp.CSS("[data-testid=resume-button]")))
 	b.waitJS("the row active again", `document.querySelector("[data-testid=schedule-row] [data-testid=active]") !== null`)
 	if n := b.count("SELECT count(*) FROM schedules WHERE NOT paused AND next_run_at IS NOT NULL"); n != 1 {
