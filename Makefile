@@ -8,7 +8,7 @@ ADDR ?= $(or $(LEASEHOLD_ADDR),127.0.0.1:8080)
 export LEASEHOLD_API_TOKEN ?= lh_dev_token_change_me
 export LEASEHOLD_ADMIN_PASSWORD ?= leasehold-dev
 
-.PHONY: run build test test-private check lint-openapi check-clients generate bench bench-river experiment release clean
+.PHONY: run build test test-private check lint-openapi check-clients generate screenshots bench bench-river experiment release clean
 
 build:
 	$(GO) build -buildvcs=auto -o bin/ ./cmd/server ./cmd/worker
@@ -20,13 +20,25 @@ build:
 # signal makes either exit at once, and exits 0. If one of them ends by
 # itself, the other is stopped too (after 5 s: when this shell cannot trap
 # SIGINT, as under nohup, the other may be shutting down already).
+# An address that answers before the server starts belongs to another
+# program: that is said at once, and nothing starts. "Up" is announced
+# only once /health/live answers as Leasehold's does, while our server
+# runs, never because something else answers on the port.
 run: build
 	@interrupted=; pids=; \
 	trap 'interrupted=1' INT; \
 	trap 'interrupted=1; kill -TERM $$pids 2>/dev/null' TERM; \
 	addr='$(ADDR)'; host=$${addr%:*}; host=$${host:-127.0.0.1}; port=$${addr##*:}; \
+	if (exec 3<>"/dev/tcp/$$host/$$port") 2>/dev/null; then \
+	  echo "make run: $$host:$$port is already taken by another program, so Leasehold cannot listen there." >&2; \
+	  echo "  Stop that program, or run on another address: make run ADDR=$$host:9090" >&2; \
+	  exit 1; \
+	fi; \
+	live() ( exec 3<>"/dev/tcp/$$host/$$port" || exit 1; \
+	  printf 'GET /health/live HTTP/1.0\r\nHost: %s\r\n\r\n' "$$addr" >&3; \
+	  timeout 2 cat <&3 | grep -q '"status":"live"' ); \
 	LEASEHOLD_ADDR="$$addr" bin/server --demo & server=$$!; pids=$$server; \
-	until [ -n "$$interrupted" ] || (exec 3<>"/dev/tcp/$$host/$$port") 2>/dev/null; do \
+	until [ -n "$$interrupted" ] || { kill -0 $$server 2>/dev/null && live 2>/dev/null; }; do \
 	  kill -0 $$server 2>/dev/null || { wait $$server; exit; }; sleep 0.3; \
 	done; \
 	if [ -z "$$interrupted" ]; then \
@@ -46,7 +58,7 @@ run: build
 # Everything CI checks: formatting, vet, staticcheck, generated code in
 # sync with its sources, then the tests on a real PostgreSQL.
 test: check
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
 
 # The tests that use db/dbtest once more on the private cluster (as a fresh
 # clone without TEST_DATABASE_URL runs them), so that a test that passes on
@@ -54,7 +66,7 @@ test: check
 DBTEST_PACKAGES = $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
 	awk '{ for (i = 2; i <= NF; i++) if ($$i == "github.com/leasehold/leasehold/db/dbtest") { print $$1; break } }'
 test-private:
-	env -u TEST_DATABASE_URL $(GO) test -race -count=1 -timeout 15m $$($(DBTEST_PACKAGES))
+	env -u TEST_DATABASE_URL $(GO) test -race -count=1 -timeout 25m $$($(DBTEST_PACKAGES))
 
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -106,6 +118,12 @@ generate:
 	$(GO) tool sqlc generate
 	$(GO) tool templ generate -path templates
 	$(GO) run ./db/schemadump -o db/schema.sql
+
+# docs/screenshots/: every dashboard page at phone size, from the
+# browser test that checks them (real Chromium, axe-core from the npm
+# registry, cached in the user's cache directory).
+screenshots:
+	$(GO) test -count=1 -run '^TestBrowserEveryPageAtPhoneAndDesktopSize$$' ./e2e -screenshots
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./queue

@@ -95,6 +95,64 @@ type JobDetail struct {
 	Artifacts []Artifact `json:"artifacts"`
 	Events    []Event    `json:"events"`
 	Effects   []Effect   `json:"effects"`
+	// Waiting says why the job is not running; null unless it is pending.
+	Waiting *Waiting `json:"waiting"`
+}
+
+// WaitKind names why a pending job is not running (see Waiting).
+type WaitKind string
+
+// The reasons, in the order the server tries them (the first that holds
+// is the answer). WaitRateLimited is reserved for a feature that does
+// not exist yet: no server sends it today.
+const (
+	WaitQueuePaused   WaitKind = "queue_paused"
+	WaitNoWorker      WaitKind = "no_worker_for_queue"
+	WaitNoDevice      WaitKind = "no_matching_device"
+	WaitDevicesUnfit  WaitKind = "devices_unfit"
+	WaitOutsideWindow WaitKind = "outside_window"
+	WaitBackoff       WaitKind = "backoff"
+	WaitScheduled     WaitKind = "scheduled"
+	WaitRateLimited   WaitKind = "rate_limited"
+	WaitQueueAtCap    WaitKind = "queue_at_cap"
+	WaitKeyHeld       WaitKind = "concurrency_key_held"
+	WaitReady         WaitKind = "ready"
+)
+
+// Waiting is why a pending job is not running. Kind and Queue are always
+// there; the other fields only for the kinds that have them.
+type Waiting struct {
+	Kind  WaitKind `json:"kind"`
+	Queue string   `json:"queue"`
+	// PausedBy and PausedAt: who paused the queue and when
+	// (queue_paused; absent when not recorded).
+	PausedBy *string `json:"paused_by,omitempty"`
+	PausedAt *Time   `json:"paused_at,omitempty"`
+	// Running of at most Limit: the queue's running jobs and its cap
+	// (queue_at_cap), or the key's running jobs and the job's
+	// concurrency_limit (concurrency_key_held).
+	Running *int64 `json:"running,omitempty"`
+	Limit   *int64 `json:"limit,omitempty"`
+	// ConcurrencyKey and HeldBy, the oldest running job holding it
+	// (concurrency_key_held).
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
+	HeldBy         *int64  `json:"held_by,omitempty"`
+	// Until is when the job is due (backoff, scheduled), or when a phone
+	// that could take it is available again for long enough
+	// (outside_window; absent when its windows never are).
+	Until *Time `json:"until,omitempty"`
+	// Window and WindowOf: the availability window that opens at Until,
+	// as written, and the device label or worker whose it is
+	// (outside_window).
+	Window   *string `json:"window,omitempty"`
+	WindowOf *string `json:"window_of,omitempty"`
+	// Device is the job's device label, when it names one.
+	Device *string `json:"device,omitempty"`
+	// DevicesOnline counts the workers online that could take the job,
+	// all holding back; Unfit says why, "worker: reason", at most ten
+	// (devices_unfit).
+	DevicesOnline *int64   `json:"devices_online,omitempty"`
+	Unfit         []string `json:"unfit,omitempty"`
 }
 
 // Attempt is one claim of a job, from start to its outcome.
@@ -134,6 +192,7 @@ type Artifact struct {
 	SHA256      string `json:"sha256"`
 	Width       *int32 `json:"width,omitempty"`
 	Height      *int32 `json:"height,omitempty"`
+	Step        *int32 `json:"step,omitempty"`
 	URL         string `json:"url"`
 	CreatedAt   Time   `json:"created_at"`
 }

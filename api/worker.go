@@ -10,6 +10,8 @@ const (
 	WhoamiPath   = "/api/v1/worker/whoami"
 	ClaimPath    = "/api/v1/worker/claim"
 	PresencePath = "/api/v1/worker/presence"
+	// AvailabilityPath: PUT the worker's own availability window.
+	AvailabilityPath = "/api/v1/worker/availability"
 )
 
 // Actions on a held job: POST JobPath(id, action).
@@ -34,7 +36,11 @@ func JobPath(id int64, action string) string {
 const (
 	ArtifactTokenField = "lease_token"
 	ArtifactFileField  = "file"
-	LeaseTokenHeader   = "X-Lease-Token"
+	// ArtifactStepField is the optional field naming the step of the
+	// attempt the artifact belongs to (an integer >= 1; see
+	// ProgressRequest.Step); it must come before the file part.
+	ArtifactStepField = "step"
+	LeaseTokenHeader  = "X-Lease-Token"
 )
 
 // Effect ledger actions (EffectRequest.Action).
@@ -126,6 +132,10 @@ type PresenceRequest struct {
 	// offline, battery low). Absent: claiming.
 	Claiming *bool  `json:"claiming,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Starting is true on the first presence a worker process sends: the
+	// worker's started_at becomes now. Absent: false (an older worker
+	// keeps the start of its id's first presence).
+	Starting bool `json:"starting,omitempty"`
 }
 
 // LeaseRequest is the part every write on a held job carries, and the
@@ -155,6 +165,10 @@ type ProgressRequest struct {
 	LeaseRequest
 	Progress float64 `json:"progress"`
 	Message  string  `json:"message"`
+	// Step, when given (>= 1), is the step of the attempt this message
+	// reports: a replay shows it with the attempt's artifacts of the same
+	// step, stored in the event's detail as "step".
+	Step *int64 `json:"step,omitempty"`
 }
 
 // CompleteRequest is the body of the complete action. Result is absent,

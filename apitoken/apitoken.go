@@ -74,32 +74,131 @@ type Token struct {
 	RevokedAt  *time.Time
 }
 
-// Store keeps tokens in PostgreSQL.
+// Store keeps tokens in PostgreSQL. It can remember the tokens it
+// checked (see Listening), so that a fleet of workers authenticating on
+// every request costs the database nothing while it waits.
 type Store struct {
+	pool   *pgxpool.Pool
 	q      *db.Queries
 	logger *slog.Logger
-	// touched is when this process last tried to record each token's use
-	// (token ID -> time.Time), so that a database refusing writes is not
-	// asked on every request.
-	touched sync.Map
+
+	mu sync.Mutex
+	// remembered holds the active tokens this process checked, by the
+	// hash of their secret; used only while caching.
+	remembered map[[sha256.Size]byte]Token
+	// caching is whether this process hears every change of a token
+	// (Listening): only then may it answer from remembered.
+	caching bool
+	// forgets counts the times remembered was cleared, so that a lookup
+	// that began before a change cannot put back what it forgot.
+	forgets uint64
+	// touched is when this process last recorded each token's use, and
+	// used the tokens used since, not yet recorded; lastTouch is when
+	// this process last ran a touch statement.
+	touched   map[int64]time.Time
+	used      map[int64]bool
+	lastTouch time.Time
 }
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{q: db.New(pool), logger: slog.Default()}
+	return &Store{pool: pool, q: db.New(pool), logger: slog.Default(),
+		remembered: map[[sha256.Size]byte]Token{}, touched: map[int64]time.Time{}, used: map[int64]bool{}}
 }
 
 // SetLogger makes s log to logger (default slog.Default()).
 func (s *Store) SetLogger(logger *slog.Logger) { s.logger = logger }
 
-// Recording a token's use is bookkeeping: it is tried at most once every
-// touchEvery per token and process, and given up after touchTimeout, so
-// that a database that refuses or stalls writes cannot fail or hold the
+// Recording a token's use is bookkeeping: one statement records every
+// token this process saw used, at most once every touchEvery (the first
+// use after a quiet minute at once, later ones by Run), each token at
+// most once every touchEvery; it is given up after touchTimeout, so that
+// a database that refuses or stalls writes cannot fail or hold the
 // request it authenticates.
 const (
 	touchEvery   = time.Minute
 	touchTimeout = time.Second
 )
+
+// recheckEvery is how often Run asks the database which remembered tokens
+// are still active: the bound on how long a revoke whose notification
+// was lost (it cannot be, short of a bug: Listening forgets everything
+// when the listener reconnects) would go unheard.
+const recheckEvery = time.Minute
+
+// maxRemembered bounds the memory of checked tokens; past it, the store
+// forgets them all (a forgotten token only costs a lookup).
+const maxRemembered = 100_000
+
+// Listening tells s whether this process hears every change of a token
+// now (queue.JobNotifier.WatchTokens calls it): listening true after its
+// listener (re)connected and after each change, false once it stopped.
+// Each call forgets every remembered token; only while listening does
+// Authenticate remember and answer from memory. A Store never told
+// (a CLI) looks every token up.
+func (s *Store) Listening(listening bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.caching = listening
+	s.forgetLocked()
+}
+
+func (s *Store) forgetLocked() {
+	clear(s.remembered)
+	s.forgets++
+}
+
+// Run records the use of tokens that Authenticate left to it and checks,
+// once a minute, that the tokens it remembers are still active, until
+// ctx ends. Without it, uses after the first of each minute are not
+// recorded.
+func (s *Store) Run(ctx context.Context) {
+	tick := time.NewTicker(min(touchEvery, recheckEvery))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.touch(ctx, time.Now(), true)
+		s.recheck(ctx)
+	}
+}
+
+// recheck forgets the remembered tokens the database no longer holds as
+// active. A check that began before a change (Listening) cannot put back
+// what the change forgot: it only removes.
+func (s *Store) recheck(ctx context.Context) {
+	s.mu.Lock()
+	hashes := make([][]byte, 0, len(s.remembered))
+	for h := range s.remembered {
+		hashes = append(hashes, h[:])
+	}
+	s.mu.Unlock()
+	if len(hashes) == 0 {
+		return
+	}
+	active, err := s.q.TokensActive(ctx, hashes)
+	if err != nil {
+		s.logger.Warn("checking remembered tokens", "err", err)
+		s.mu.Lock()
+		s.forgetLocked()
+		s.mu.Unlock()
+		return
+	}
+	keep := make(map[[sha256.Size]byte]bool, len(active))
+	for _, h := range active {
+		keep[[sha256.Size]byte(h)] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h := range s.remembered {
+		if !keep[h] {
+			delete(s.remembered, h)
+		}
+	}
+}
 
 // Create issues a new token and returns its secret, which is not kept and
 // cannot be shown again.
@@ -132,7 +231,9 @@ func (s *Store) Ensure(ctx context.Context, name string, role Role, secret strin
 	if secret == "" || len(secret) > maxSecretLen || strings.ContainsFunc(secret, notPrintable) {
 		return ErrBadSecret
 	}
-	err := s.q.TokenUpsertByName(ctx, db.TokenUpsertByNameParams{Name: name, Role: string(role), TokenHash: hash(secret)})
+	err := s.changing(ctx, func(q *db.Queries) error {
+		return q.TokenUpsertByName(ctx, db.TokenUpsertByNameParams{Name: name, Role: string(role), TokenHash: hash(secret)})
+	})
 	if isUniqueViolation(err, "api_tokens_token_hash_key") {
 		return fmt.Errorf("registering token %q: the secret is already registered under another name", name)
 	}
@@ -144,35 +245,85 @@ func (s *Store) Ensure(ctx context.Context, name string, role Role, secret strin
 
 // Authenticate returns the active token whose secret this is, and records
 // that it was used (at most once a minute, to keep authentication cheap;
-// see touch: failing to record it fails nothing).
+// see touch: failing to record it fails nothing). While listening (see
+// Listening) it answers a token it checked before from memory.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) {
 	if secret == "" || len(secret) > maxSecretLen {
 		return Token{}, ErrInvalid
 	}
-	row, err := s.q.TokenByHash(ctx, hash(secret))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Token{}, ErrInvalid
+	h := sha256.Sum256([]byte(secret))
+	s.mu.Lock()
+	tok, ok := s.remembered[h]
+	if !s.caching {
+		ok = false
 	}
-	if err != nil {
-		return Token{}, fmt.Errorf("looking up token: %w", err)
+	forgets := s.forgets
+	s.mu.Unlock()
+	if !ok {
+		row, err := s.q.TokenByHash(ctx, h[:])
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Token{}, ErrInvalid
+		}
+		if err != nil {
+			return Token{}, fmt.Errorf("looking up token: %w", err)
+		}
+		tok = toToken(row)
+		s.mu.Lock()
+		// Not when a change was heard since the lookup began: the row
+		// read may be from before it.
+		if s.caching && s.forgets == forgets {
+			if len(s.remembered) >= maxRemembered {
+				s.forgetLocked()
+			}
+			s.remembered[h] = tok
+		}
+		s.mu.Unlock()
 	}
-	s.touch(ctx, row.ID)
-	return toToken(row), nil
+	s.used1(ctx, tok.ID)
+	return tok, nil
 }
 
-// touch records that token id was used, unless this process tried within
-// touchEvery. A failure is logged, never returned: a read-only database
-// still serves reads.
-func (s *Store) touch(ctx context.Context, id int64) {
+// used1 notes that token id was used, and records it at once when this
+// process has recorded no use for touchEvery.
+func (s *Store) used1(ctx context.Context, id int64) {
 	now := time.Now()
-	if last, ok := s.touched.Load(id); ok && now.Sub(last.(time.Time)) < touchEvery {
+	s.mu.Lock()
+	if last, ok := s.touched[id]; ok && now.Sub(last) < touchEvery {
+		s.mu.Unlock()
 		return
 	}
-	s.touched.Store(id, now)
-	ctx, cancel := context.WithTimeout(ctx, touchTimeout)
+	s.used[id] = true
+	s.mu.Unlock()
+	s.touch(ctx, now, false)
+}
+
+// touch records the use of the tokens noted since the last touch, in one
+// statement, unless this process ran one within touchEvery (and not
+// always). A failure is logged, never returned: a read-only database
+// still serves reads.
+func (s *Store) touch(ctx context.Context, now time.Time, always bool) {
+	s.mu.Lock()
+	if len(s.used) == 0 || (!always && now.Sub(s.lastTouch) < touchEvery) {
+		s.mu.Unlock()
+		return
+	}
+	ids := make([]int64, 0, len(s.used))
+	for id := range s.used {
+		ids = append(ids, id)
+		s.touched[id] = now
+	}
+	clear(s.used)
+	s.lastTouch = now
+	for id, at := range s.touched {
+		if now.Sub(at) >= touchEvery {
+			delete(s.touched, id)
+		}
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), touchTimeout)
 	defer cancel()
-	if err := s.q.TokenTouch(ctx, id); err != nil {
-		s.logger.Warn("recording token use", "token_id", id, "err", err)
+	if err := s.q.TokensTouch(ctx, ids); err != nil {
+		s.logger.Warn("recording token use", "tokens", len(ids), "err", err)
 	}
 }
 
@@ -201,7 +352,11 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 // visible to the caller's next statement, and no claim after it takes a
 // job.
 func (s *Store) Revoke(ctx context.Context, name string) (tok Token, already bool, err error) {
-	row, err := s.q.TokenRevoke(ctx, name)
+	var row db.ApiToken
+	err = s.changing(ctx, func(q *db.Queries) (err error) {
+		row, err = q.TokenRevoke(ctx, name)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		row, err = s.q.TokenByName(ctx, name)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -221,6 +376,23 @@ func (s *Store) Revoke(ctx context.Context, name string) (tok Token, already boo
 		return Token{}, false, fmt.Errorf("revoking token: %w", err)
 	}
 	return toToken(row), false, nil
+}
+
+// changing runs change in a transaction that also tells every server
+// to forget the tokens it remembers (TokensChanged, delivered only if the
+// change commits), and then forgets them in this process too.
+func (s *Store) changing(ctx context.Context, change func(*db.Queries) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		if err := change(q); err != nil {
+			return err
+		}
+		return q.TokensChanged(ctx)
+	})
+	s.mu.Lock()
+	s.forgetLocked()
+	s.mu.Unlock()
+	return err
 }
 
 func check(name string, role Role) error {

@@ -2,55 +2,47 @@ package artifact
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
 )
 
-// DefaultGCGrace is how long a file placed or reused by an upload is safe
-// from the collector, whatever the rows say. An upload records its row
-// within a statement's time of placing the file; an hour is far more.
+// DefaultGCGrace is how long an object just written is left alone by the
+// collector, whatever the rows say: an upload writes its object before it
+// records the row, and removing it meanwhile would only make the upload
+// write it again. Safety does not depend on it (see CollectFiles).
 const DefaultGCGrace = time.Hour
 
 // gcCheckBatch bounds the sums asked about in one statement.
 const gcCheckBatch = 1000
 
-// CollectFiles removes the files no artifact row names: req.Candidates
-// (whose rows a prune just deleted) and, with req.Sweep, every file in
+// CollectFiles removes the objects no artifact row names: req.Candidates
+// (whose rows a prune just deleted) and, with req.Sweep, every object in
 // storage. A dry run removes nothing and counts what would go, taking the
 // candidates as unreferenced (their rows still exist).
 //
-// Why a concurrent upload of the same content is safe. An upload places
-// the file (or finds it there) and only then inserts the row that names
-// it, so "no row names it" does not yet mean the file is unused. Three
-// rules close that gap:
+// Why a concurrent upload of the same content is safe, on any backend
+// (S3 has no rename, so nothing here relies on one). An upload writes the
+// object (or finds it there) and only then inserts the row that names it,
+// so "no row names it" does not yet mean the object is unused. One lock
+// per content in PostgreSQL closes that gap (queue.RecordArtifactPlaced
+// and queue.CollectArtifactFile):
 //
-//  1. An upload that finds the file already there touches it (mtime now,
-//     see place); a new file's mtime is its upload's time anyway.
-//  2. The collector removes only files whose mtime is older than gcGrace,
-//     and removes in two steps: it renames the file into tmp/ (atomic;
-//     from then on an upload cannot find it and places its own copy, with
-//     the same bytes), then reads the moved file's mtime again. A touch
-//     that happened before the rename shows there (same inode), and the
-//     file is renamed back: replacing an upload's fresh copy with equal
-//     bytes is harmless. Only a file still old after the move is removed.
-//  3. An upload that reused a file keeps its own copy until its row is
-//     recorded, then checks the file is still there and puts its copy in
-//     place if not: this covers a touch racing the rename inside the
-//     kernel.
+//  1. An upload, holding the content's lock, checks that the object is
+//     there (writing it again from its spool if not) and inserts its row;
+//     the lock goes with the commit that makes the row visible.
+//  2. The collector removes an object only while holding the same lock
+//     (never waiting for it: an upload in progress makes it skip the
+//     object), after a statement started under the lock found no row.
 //
-// So a file is removed only when no upload touched it within gcGrace
-// before its move, and any upload later than the move re-creates it. A
-// row inserted more than gcGrace after its upload touched the file is
-// the one case not covered, and no upload takes that long. Uploads in this
-// process are also held off by the per-prefix lock.
+// So either the upload's check comes after the removal (and it writes the
+// object again) or its row is committed before the collector looks (and
+// the collector keeps the object). This holds across processes and
+// servers, since the lock is the database's. The grace period only spares
+// young objects the churn.
 func (s *Store) CollectFiles(ctx context.Context, req queue.FileGCRequest) (queue.FileGCResult, error) {
 	var res queue.FileGCResult
 	known := make(map[string]bool, len(req.Candidates))
@@ -67,7 +59,7 @@ func (s *Store) CollectFiles(ctx context.Context, req queue.FileGCRequest) (queu
 			if used[sum] {
 				continue
 			}
-			n, size, err := s.collect(sum, req.DryRun)
+			n, size, err := s.collect(ctx, sum, req.DryRun)
 			if err != nil {
 				return err
 			}
@@ -100,21 +92,13 @@ func (s *Store) CollectFiles(ctx context.Context, req queue.FileGCRequest) (queu
 	// What stays on disk, for the storage figures: every file looked at,
 	// less those removed.
 	var seen queue.Storage
-	err := filepath.WalkDir(s.objects, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || !validSum(d.Name()) {
+	err := s.b.Walk(ctx, func(o ObjectInfo) error {
+		seen.ArtifactFiles++
+		seen.ArtifactBytes += o.Size
+		if candidates[o.SHA256] {
 			return nil
 		}
-		if fi, err := d.Info(); err == nil {
-			seen.ArtifactFiles++
-			seen.ArtifactBytes += fi.Size()
-		}
-		if candidates[d.Name()] {
-			return nil
-		}
-		if batch = append(batch, d.Name()); len(batch) == gcCheckBatch {
+		if batch = append(batch, o.SHA256); len(batch) == gcCheckBatch {
 			return flush()
 		}
 		return nil
@@ -159,55 +143,32 @@ func (s *Store) referenced(ctx context.Context, sums []string, dryRun bool, know
 	return s.q.ArtifactFilesReferenced(ctx, ask)
 }
 
-// collect removes the file of sum (no row names it) unless an upload
-// placed or reused it within gcGrace; it reports the file and its bytes
-// when it went (or, dryRun, would go).
-func (s *Store) collect(sum string, dryRun bool) (int64, int64, error) {
-	prefix, _ := hex.DecodeString(sum[:2])
-	mu := &s.locks[prefix[0]]
-	mu.Lock()
-	defer mu.Unlock()
-
-	path := s.path(sum)
-	fi, err := os.Stat(path)
+// collect removes the object of sum (no row named it) unless an upload
+// wrote it within gcGrace or holds its lock; it reports the object and
+// its bytes when it went (or, dryRun, would go).
+func (s *Store) collect(ctx context.Context, sum string, dryRun bool) (int64, int64, error) {
+	o, err := s.b.Stat(ctx, sum)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return 0, 0, nil
 	case err != nil:
 		return 0, 0, fmt.Errorf("collecting artifact file: %w", err)
-	case s.fresh(fi):
+	case time.Since(o.ModTime) < s.gcGrace:
 		return 0, 0, nil
 	case dryRun:
-		return 1, fi.Size(), nil
+		return 1, o.Size, nil
 	}
 	if s.beforeRemove != nil {
 		s.beforeRemove(sum)
 	}
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	trash := filepath.Join(s.tmp, "gc-"+sum+"-"+hex.EncodeToString(r[:]))
-	if err := os.Rename(path, trash); errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, nil
-	} else if err != nil {
-		return 0, 0, fmt.Errorf("collecting artifact file: %w", err)
-	}
-	moved, err := os.Stat(trash)
-	if err != nil || s.fresh(moved) {
-		// An upload reused it after all: put it back (over the copy a
-		// later upload may have placed meanwhile, with the same bytes).
-		if rerr := os.Rename(trash, path); rerr != nil {
-			return 0, 0, fmt.Errorf("restoring artifact file: %w", rerr)
+	removed, err := s.q.CollectArtifactFile(ctx, sum, func(ctx context.Context) error {
+		if err := s.b.Delete(ctx, sum); err != nil {
+			return fmt.Errorf("removing artifact file: %w", err)
 		}
-		return 0, 0, nil
+		return nil
+	})
+	if err != nil || !removed {
+		return 0, 0, err
 	}
-	if err := os.Remove(trash); err != nil {
-		return 0, 0, fmt.Errorf("removing artifact file: %w", err)
-	}
-	return 1, moved.Size(), nil
-}
-
-// fresh reports whether an upload placed or reused the file within the
-// grace period.
-func (s *Store) fresh(fi fs.FileInfo) bool {
-	return time.Since(fi.ModTime()) < s.gcGrace
+	return 1, o.Size, nil
 }

@@ -16,7 +16,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -71,51 +70,52 @@ func rejectf(format string, args ...any) *RejectedError {
 	return &RejectedError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Store keeps artifact files under a directory:
-// objects/<sha[0:2]>/<sha256 hex> for the content, tmp/ for uploads in
-// progress (the same file system, so that publishing is a rename).
+// Store keeps artifacts: their bytes in a Backend (a directory or an S3
+// bucket) under content-addressed names, their rows through the queue.
 type Store struct {
-	objects, tmp string
-	q            *queue.Client
-	limits       Limits
-	// locks serialise, per hash prefix, placing a file, recording it and
-	// removing it again when the record is refused; otherwise a refused
-	// upload could delete the file that a concurrent upload of the same
-	// content has just recorded. (Processes sharing the directory are not
-	// covered; an orphan or missing file is then possible but rare.)
+	b      Backend
+	q      *queue.Client
+	limits Limits
+	// locks serialise, per hash prefix, this process's uploads finding
+	// and placing an object, so that the same new content uploaded twice
+	// at once is counted once in the storage figures. Safety against the
+	// collector does not rest on them (see CollectFiles).
 	locks [256]sync.Mutex
-	// gcGrace is how long a file is safe from the collector after it was
-	// placed or reused (see CollectFiles); beforeRemove is a test hook.
+	// gcGrace is how long an object is left alone by the collector after
+	// it was written (see CollectFiles); beforeRemove is a test hook.
 	gcGrace      time.Duration
 	beforeRemove func(sum string)
 }
 
-// New returns a Store in dir, creating its objects and tmp directories.
+// New returns a Store in the directory dir, creating its objects and tmp
+// directories.
 func New(dir string, q *queue.Client, limits Limits) (*Store, error) {
-	s := &Store{
-		objects: filepath.Join(dir, "objects"), tmp: filepath.Join(dir, "tmp"),
-		q: q, limits: limits.withDefaults(), gcGrace: DefaultGCGrace,
+	d, err := NewDir(dir)
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range []string{s.objects, s.tmp} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("creating artifact storage: %w", err)
-		}
-	}
-	return s, nil
+	return NewStore(d, q, limits), nil
 }
+
+// NewStore returns a Store whose bytes live in b.
+func NewStore(b Backend, q *queue.Client, limits Limits) *Store {
+	return &Store{b: b, q: q, limits: limits.withDefaults(), gcGrace: DefaultGCGrace}
+}
+
+// SetGCGrace sets how long an object just written is left alone by the
+// collector (DefaultGCGrace unless set; zero: not at all). It spares
+// churn only; safety rests on the content's lock (see CollectFiles).
+func (s *Store) SetGCGrace(d time.Duration) { s.gcGrace = max(d, 0) }
+
+// Backend returns where the bytes live.
+func (s *Store) Backend() Backend { return s.b }
 
 // Limits returns the limits in force, defaults filled in.
 func (s *Store) Limits() Limits { return s.limits }
 
-// CheckWritable creates and removes a file where uploads are written,
-// which is what storing an artifact needs.
-func (s *Store) CheckWritable() error {
-	f, err := os.CreateTemp(s.tmp, ".ready-*")
-	if err != nil {
-		return err
-	}
-	return errors.Join(f.Close(), os.Remove(f.Name()))
-}
+// CheckWritable writes and removes a small object where uploads are
+// written, which is what storing an artifact needs.
+func (s *Store) CheckWritable(ctx context.Context) error { return s.b.CheckWritable(ctx) }
 
 // Put stores r as an artifact of l's attempt and records it. name is for
 // display only (it is cleaned and never becomes a path); its extension
@@ -123,17 +123,23 @@ func (s *Store) CheckWritable() error {
 // image. Errors: ErrTooLarge, *RejectedError, and the queue's errors
 // unchanged (queue.ErrLeaseLost for a stale lease, queue.ErrNotFound).
 func (s *Store) Put(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error) {
+	return s.PutStep(ctx, l, name, 0, r)
+}
+
+// PutStep is Put for an artifact of the attempt's given step (1 to
+// queue.MaxStep; 0: none), which a replay shows with that step's progress.
+func (s *Store) PutStep(ctx context.Context, l queue.Lease, name string, step int32, r io.Reader) (queue.Artifact, error) {
 	a := queue.Artifact{Name: CleanName(name)}
-	tmp, err := os.CreateTemp(s.tmp, "put-*")
+	if step != 0 {
+		a.Step = &step
+	}
+	tmp, err := s.b.Spool()
 	if err != nil {
 		return queue.Artifact{}, fmt.Errorf("creating upload file: %w", err)
 	}
-	handedOver := false
 	defer func() {
-		if !handedOver {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
 	}()
 	r = ctxReader{ctx, r}
 	if isTextName(a.Name) {
@@ -146,12 +152,7 @@ func (s *Store) Put(ctx context.Context, l queue.Lease, name string, r io.Reader
 	if err != nil {
 		return queue.Artifact{}, err
 	}
-	// Durable before the database says it exists.
-	if err := errors.Join(tmp.Chmod(0o640), tmp.Sync(), tmp.Close()); err != nil {
-		return queue.Artifact{}, fmt.Errorf("writing artifact: %w", err)
-	}
-	handedOver = true
-	return s.publish(ctx, l, tmp.Name(), a)
+	return s.publish(ctx, l, tmp, a)
 }
 
 // receiveText copies r into tmp, refusing more than MaxTextBytes and
@@ -216,87 +217,81 @@ func receive(dst io.Writer, r io.Reader, limit int64, also io.Writer) (size int6
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// publish moves the upload (whose file it now owns) to its
-// content-addressed name and records it. When the record is refused, the
-// file goes again unless another artifact names it, and the queue's error
-// is returned unchanged.
-func (s *Store) publish(ctx context.Context, l queue.Lease, tmpName string, a queue.Artifact) (queue.Artifact, error) {
-	prefix, _ := hex.DecodeString(a.SHA256[:2])
-	mu := &s.locks[prefix[0]]
-	mu.Lock()
-	defer mu.Unlock()
-
-	path := s.path(a.SHA256)
-	reused, err := s.place(tmpName, path)
+// publish stores the spooled upload under its content's name and records
+// it. The object is written first, outside any lock (an S3 PUT takes a
+// while); then, holding the content's lock in the database, the store
+// checks it is still there, writes it again from the spool in the rare
+// case that a collector removed it meanwhile, and records the row (see
+// CollectFiles for why that is safe). When the record is refused, the
+// object goes again unless another artifact names it, and the queue's
+// error is returned unchanged.
+func (s *Store) publish(ctx context.Context, l queue.Lease, spool *os.File, a queue.Artifact) (queue.Artifact, error) {
+	placed, err := s.place(ctx, spool, a)
 	if err != nil {
-		_ = os.Remove(tmpName)
 		return queue.Artifact{}, fmt.Errorf("storing artifact: %w", err)
 	}
-
-	if !reused {
-		// The figures are kept, not exact: a failure here (or a crash)
-		// leaves them off until the pruner's next sweep sets them.
-		_ = s.q.AddArtifactStorage(ctx, 1, a.Size)
-	}
-
-	rec, err := s.q.RecordArtifact(ctx, l, a)
-	if err != nil {
-		s.removeUnused(ctx, a.SHA256, a.Size)
-		_ = os.Remove(tmpName)
-		return queue.Artifact{}, err
-	}
-	if reused {
-		// The row names the file now. Should a collector of another
-		// process have removed it all the same (see CollectFiles), the
-		// upload's own copy takes its place.
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			_ = os.Rename(tmpName, path)
+	rec, err := s.q.RecordArtifactPlaced(ctx, l, a, func(ctx context.Context) error {
+		_, err := s.b.Stat(ctx, a.SHA256)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = s.b.Put(ctx, a.SHA256, spool, a.Size)
 		}
-		_ = os.Remove(tmpName)
+		if err != nil {
+			return fmt.Errorf("storing artifact: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		if placed {
+			s.removeUnused(ctx, a.SHA256, a.Size)
+		}
+		return queue.Artifact{}, err
 	}
 	return rec, nil
 }
 
-// place renames tmpName to path or, when path exists already (the name is
-// the content's hash, so the bytes are the same), marks that file fresh
-// (its mtime) and reports reused: the caller then keeps tmpName until the
-// artifact is recorded. The fresh mtime is what keeps a collector from
-// removing the file meanwhile (see CollectFiles).
-func (s *Store) place(tmpName, path string) (reused bool, err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return false, err
-	}
-	now := time.Now()
-	err = os.Chtimes(path, now, now)
+// place writes the object of a unless it is there already (its name is
+// its content's hash, so the bytes are the same), and reports whether it
+// wrote one, for the storage figures.
+func (s *Store) place(ctx context.Context, spool *os.File, a queue.Artifact) (placed bool, err error) {
+	prefix, _ := hex.DecodeString(a.SHA256[:2])
+	mu := &s.locks[prefix[0]]
+	mu.Lock()
+	defer mu.Unlock()
+	_, err = s.b.Stat(ctx, a.SHA256)
 	switch {
 	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, os.Rename(tmpName, path)
-	default:
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
 		return false, err
 	}
+	if err := s.b.Put(ctx, a.SHA256, spool, a.Size); err != nil {
+		return false, err
+	}
+	// The figures are kept, not exact: a failure here (or a crash) leaves
+	// them off until the pruner's next sweep sets them.
+	_ = s.q.AddArtifactStorage(ctx, 1, a.Size)
+	return true, nil
 }
 
-// removeUnused removes the file of sum unless an artifact names it. It
-// runs after a refusal, maybe because the client went away, so it does
-// not inherit ctx's cancellation. A failure leaves an unreferenced file,
-// which costs only disk space until retention collects it.
+// removeUnused removes the object of sum unless an artifact names it or
+// an upload of it is being recorded. It runs after a refusal, maybe
+// because the client went away, so it does not inherit ctx's
+// cancellation. A failure leaves an unreferenced object, which costs only
+// space until retention collects it.
 func (s *Store) removeUnused(ctx context.Context, sum string, size int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	inUse, err := s.q.ArtifactFileInUse(ctx, sum)
-	if err != nil || inUse {
-		return
-	}
-	if os.Remove(s.path(sum)) == nil {
+	removed, err := s.q.CollectArtifactFile(ctx, sum, func(ctx context.Context) error { return s.b.Delete(ctx, sum) })
+	if err == nil && removed {
 		_ = s.q.AddArtifactStorage(ctx, -1, -size)
 	}
 }
 
-// Open returns the metadata and the open file of artifact id; the caller
-// closes the file. queue.ErrNotFound when there is no such artifact.
-func (s *Store) Open(ctx context.Context, id int64) (queue.Artifact, *os.File, error) {
+// Open returns the metadata and the open content of artifact id, to
+// read, seek (Range) and close. queue.ErrNotFound when there is no such
+// artifact; an error matching fs.ErrNotExist when its row outlived its
+// object.
+func (s *Store) Open(ctx context.Context, id int64) (queue.Artifact, io.ReadSeekCloser, error) {
 	a, err := s.q.GetArtifact(ctx, id)
 	if err != nil {
 		return queue.Artifact{}, nil, err
@@ -304,30 +299,11 @@ func (s *Store) Open(ctx context.Context, id int64) (queue.Artifact, *os.File, e
 	if !validSum(a.SHA256) {
 		return queue.Artifact{}, nil, fmt.Errorf("opening artifact %d: malformed sha256 %q", id, a.SHA256)
 	}
-	f, err := os.Open(s.path(a.SHA256))
+	f, err := s.b.Open(ctx, a.SHA256)
 	if err != nil {
 		return queue.Artifact{}, nil, fmt.Errorf("opening artifact %d: %w", id, err)
 	}
 	return a, f, nil
-}
-
-// path is where the content with this SHA-256 lives.
-func (s *Store) path(sum string) string {
-	return filepath.Join(s.objects, sum[:2], sum)
-}
-
-// validSum reports whether sum is 64 lower-case hex digits, so that a
-// corrupted row can never make Open leave the objects directory.
-func validSum(sum string) bool {
-	if len(sum) != sha256.Size*2 {
-		return false
-	}
-	for _, c := range []byte(sum) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ctxReader stops a long upload once ctx ends.

@@ -193,6 +193,27 @@ func (s *Service) Session(ctx context.Context, token string) (Session, error) {
 	return Session{UserID: row.UserID, Username: row.Username, CSRFToken: row.CsrfToken, ExpiresAt: row.ExpiresAt}, nil
 }
 
+// SessionsAlive reports which of the sessions whose tokens hash (SHA-256)
+// to hashes are live, renewing those in use as Session does: one
+// statement for all of them (a server's open event streams).
+func (s *Service) SessionsAlive(ctx context.Context, hashes [][sha256.Size]byte) (map[[sha256.Size]byte]bool, error) {
+	in := make([][]byte, len(hashes))
+	for i := range hashes {
+		in[i] = hashes[i][:]
+	}
+	rows, err := s.q.SessionsAlive(ctx, db.SessionsAliveParams{TokenHashes: in, TtlS: int32(SessionTTL / time.Second)})
+	if err != nil {
+		return nil, fmt.Errorf("reading sessions: %w", err)
+	}
+	alive := make(map[[sha256.Size]byte]bool, len(rows))
+	for _, h := range rows {
+		if len(h) == sha256.Size {
+			alive[[sha256.Size]byte(h)] = true
+		}
+	}
+	return alive, nil
+}
+
 // SignOut ends the session of token.
 func (s *Service) SignOut(ctx context.Context, token string) error {
 	if err := s.q.SessionDelete(ctx, hashToken(token)); err != nil {

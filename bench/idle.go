@@ -207,13 +207,22 @@ func (b *bench) idleRiver(ctx context.Context, window time.Duration) error {
 // Idle backends flush their statistics within about a second, so both
 // readings lag by at most that much.
 func (b *bench) idleWindow(ctx context.Context, name, url string, window time.Duration) (int64, error) {
+	return b.countWindow(ctx, url, window, func(ctx context.Context) (int64, error) {
+		st, err := b.admin.read(ctx, name)
+		return st.commits, err
+	})
+}
+
+// countWindow returns how far count grew during window, after the
+// warm-up, with the statement report of that window when asked for.
+func (b *bench) countWindow(ctx context.Context, url string, window time.Duration, count func(context.Context) (int64, error)) (int64, error) {
 	time.Sleep(idleWarmup)
 	if b.statements {
 		if err := resetStatements(ctx, url); err != nil {
 			return 0, err
 		}
 	}
-	before, err := b.admin.read(ctx, name)
+	before, err := count(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -222,7 +231,7 @@ func (b *bench) idleWindow(ctx context.Context, name, url string, window time.Du
 		return 0, ctx.Err()
 	case <-time.After(window):
 	}
-	after, err := b.admin.read(ctx, name)
+	after, err := count(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +240,7 @@ func (b *bench) idleWindow(ctx context.Context, name, url string, window time.Du
 			return 0, err
 		}
 	}
-	return after.commits - before.commits, nil
+	return after - before, nil
 }
 
 func freeAddr() (string, error) {

@@ -74,6 +74,10 @@ func (b *bench) fillLeasehold(ctx context.Context, n int) (string, error) {
 		batch := make([]queue.NewJob, min(left, queue.MaxBatch))
 		for i := range batch {
 			batch[i] = queue.NewJob{Kind: "noop"}
+			if b.keys > 0 {
+				key := fmt.Sprintf("key-%d", (n-left+i)%b.keys)
+				batch[i].ConcurrencyKey = &key
+			}
 		}
 		if _, err := client.InsertMany(ctx, batch); err != nil {
 			return "", fmt.Errorf("inserting jobs: %w", err)

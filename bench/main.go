@@ -51,6 +51,10 @@ type bench struct {
 	// maxRunning, when set, caps Leasehold's queue before the drain, so
 	// that the drain measures the limited claim path.
 	maxRunning int
+	// keys, when set, spreads Leasehold's jobs over this many concurrency
+	// keys of limit 1 (job i has key i mod keys), so that the drain
+	// measures the keyed claim path.
+	keys int
 	// workerArgs are more flags for the idle worker (-idle-worker-args).
 	workerArgs []string
 	// webhooks are the webhook events enabled (none when empty): the
@@ -92,9 +96,14 @@ func run() error {
 		keep       = flag.Bool("keep", false, "keep each system's database of the last run (to look at its tables and WAL afterwards)")
 		idle       = flag.Duration("idle", 0, "instead of draining: measure an idle server plus one idle worker, and an idle River client, over this long")
 		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
-		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path")
+		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path (with -limits: the capped drain's cap, default 100)")
+		keys       = flag.Int("keys", 0, "spread Leasehold's jobs over this many concurrency keys of limit 1: measures the keyed claim path (with -limits: the keyed drain's keys, default 50)")
+		limits     = flag.Bool("limits", false, "instead of Leasehold against River: drain Leasehold uncapped, capped (-max-running) and keyed (-keys) in each run, and print each against the uncapped drain")
 		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
 		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
+		remote     = flag.Int("remote", 0, "with -idle: a fleet instead of one direct worker: this many simulated remote workers (each its own token, long polls and presence over HTTP, in this process)")
+		direct     = flag.Int("direct", 0, "with -idle: a fleet instead of one direct worker: this many direct worker processes")
+		latency    = flag.Int("latency", 20, "with -idle and -remote or -direct: then submit this many jobs one at a time and print how fast each reached an idle worker")
 		webhooks   = flag.String("webhooks", "", "enable these webhook events (comma-separated, e.g. job.dead or job.succeeded): the drain records them in the outbox (no sender runs), the idle server gets a webhook URL")
 		soak       = flag.Duration("soak", 0, "instead of draining: hold 200 heartbeating jobs under two workers and two servers this long, and print the jobs table's size, HOT share and oldest snapshot each minute")
 		backend    = flag.Bool("backend-cpu", false, "instead of draining: claim and complete -n jobs of each system 100 at a time from one session, and print the PostgreSQL backend's CPU per job (PostgreSQL must run on this machine)")
@@ -128,7 +137,10 @@ func run() error {
 			return err
 		}
 	}
-	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning,
+	if *maxRunning < 0 || *keys < 0 {
+		return fmt.Errorf("-max-running and -keys must not be negative")
+	}
+	b := &bench{admin: a, tmp: tmp, statements: *statements, idleSchedule: *idleSched, maxRunning: *maxRunning, keys: *keys,
 		workerArgs: strings.Fields(*workerArgs), streams: *streams}
 	if *webhooks != "" {
 		if b.webhooks, err = queue.ParseWebhookEvents(*webhooks); err != nil {
@@ -139,10 +151,13 @@ func run() error {
 		if *keep {
 			return
 		}
-		for _, name := range []string{leaseholdDB, riverDB, idleDB, soakDB} {
+		for _, name := range []string{leaseholdDB, riverDB, idleDB, soakDB, fleetDB} {
 			_ = a.dropDatabase(context.Background(), name)
 		}
 	}()
+	if *idle > 0 && *remote+*direct > 0 {
+		return b.fleet(ctx, *idle, fleetConfig{remote: *remote, direct: *direct, streams: *streams, latency: *latency})
+	}
 	if *idle > 0 {
 		return b.idle(ctx, *idle)
 	}
@@ -151,6 +166,9 @@ func run() error {
 	}
 	if *backend {
 		return b.backendCPU(ctx, *n)
+	}
+	if *limits {
+		return b.limits(ctx, *n, *runs, cmp.Or(*maxRunning, 100), cmp.Or(*keys, 50))
 	}
 
 	systems := []func(context.Context, int) (result, error){b.runLeasehold, b.runRiver}
@@ -238,9 +256,14 @@ func median(rs []result, value func(result) float64) (float64, bool) {
 	for i, r := range rs {
 		vs[i] = value(r)
 	}
+	return medianOf(vs), true
+}
+
+// medianOf is the median of vs, which it sorts; vs is not empty.
+func medianOf(vs []float64) float64 {
 	slices.Sort(vs)
 	if len(vs)%2 == 1 {
-		return vs[len(vs)/2], true
+		return vs[len(vs)/2]
 	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
 }

@@ -126,17 +126,6 @@ func (q *Queries) TokenRevoke(ctx context.Context, name string) (ApiToken, error
 	return i, err
 }
 
-const tokenTouch = `-- name: TokenTouch :exec
-UPDATE api_tokens SET last_used_at = now()
-WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-`
-
-// Records use at most once a minute, so authentication stays read-mostly.
-func (q *Queries) TokenTouch(ctx context.Context, id int64) error {
-	_, err := q.db.Exec(ctx, tokenTouch, id)
-	return err
-}
-
 const tokenUpsertByName = `-- name: TokenUpsertByName :exec
 INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE
@@ -156,5 +145,57 @@ type TokenUpsertByNameParams struct {
 // the source of truth for this token.
 func (q *Queries) TokenUpsertByName(ctx context.Context, arg TokenUpsertByNameParams) error {
 	_, err := q.db.Exec(ctx, tokenUpsertByName, arg.Name, arg.Role, arg.TokenHash)
+	return err
+}
+
+const tokensActive = `-- name: TokensActive :many
+SELECT token_hash FROM api_tokens WHERE token_hash = ANY($1::bytea[]) AND revoked_at IS NULL
+`
+
+// Which of these remembered tokens are still active: what each server
+// checks once a minute, in case a notification of a change was lost.
+func (q *Queries) TokensActive(ctx context.Context, tokenHashes [][]byte) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, tokensActive, tokenHashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var token_hash []byte
+		if err := rows.Scan(&token_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, token_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tokensChanged = `-- name: TokensChanged :exec
+SELECT pg_notify('leasehold_jobs', '!tokens')
+`
+
+// Tells every server (on the channel their job listener hears) that a
+// token was revoked or given another secret, so that they forget the
+// tokens they remember: sent in the transaction of the change, it
+// arrives only if the change committed. The payload is no queue name
+// (those never start with "!"), so waiting claims ignore it.
+func (q *Queries) TokensChanged(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, tokensChanged)
+	return err
+}
+
+const tokensTouch = `-- name: TokensTouch :exec
+UPDATE api_tokens SET last_used_at = now()
+WHERE id = ANY($1::bigint[]) AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+`
+
+// Records the use of these tokens, each at most once a minute: one
+// statement for every token a server saw used since its last one.
+func (q *Queries) TokensTouch(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, tokensTouch, ids)
 	return err
 }

@@ -21,8 +21,35 @@ func (q *Queries) ArtifactCountBySHA(ctx context.Context, sha256 string) (int64,
 	return count, err
 }
 
+const artifactFileLock = `-- name: ArtifactFileLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('leasehold:artifact:' || $1::text, 0))
+`
+
+// Holds the file of @sha256 until the transaction ends. An upload takes it
+// while it makes sure the file is there and records the row that names it;
+// a collector takes it (ArtifactFileTryLock) to check that no row names
+// the file and remove it. So neither can see the other half done.
+func (q *Queries) ArtifactFileLock(ctx context.Context, sha256 string) error {
+	_, err := q.db.Exec(ctx, artifactFileLock, sha256)
+	return err
+}
+
+const artifactFileTryLock = `-- name: ArtifactFileTryLock :one
+SELECT pg_try_advisory_xact_lock(hashtextextended('leasehold:artifact:' || $1::text, 0)) AS locked
+`
+
+// ArtifactFileLock without waiting: false while an upload of the same
+// content holds it (the collector then leaves the file alone). Check the
+// rows in a later statement: this one's snapshot may predate the lock.
+func (q *Queries) ArtifactFileTryLock(ctx context.Context, sha256 string) (bool, error) {
+	row := q.db.QueryRow(ctx, artifactFileTryLock, sha256)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
 const artifactGet = `-- name: ArtifactGet :one
-SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at FROM artifacts WHERE id = $1
+SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step FROM artifacts WHERE id = $1
 `
 
 func (q *Queries) ArtifactGet(ctx context.Context, id int64) (Artifact, error) {
@@ -40,16 +67,17 @@ func (q *Queries) ArtifactGet(ctx context.Context, id int64) (Artifact, error) {
 		&i.Width,
 		&i.Height,
 		&i.CreatedAt,
+		&i.Step,
 	)
 	return i, err
 }
 
 const artifactInsert = `-- name: ArtifactInsert :one
-INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height)
-SELECT j.id, j.attempt, $1, $2, $3, $4, $5, $6, $7
+INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height, step)
+SELECT j.id, j.attempt, $1, $2, $3, $4, $5, $6, $7, $8
 FROM jobs j
-WHERE j.id = $8 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $9, $10)
-RETURNING id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at
+WHERE j.id = $9 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $10, $11)
+RETURNING id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step
 `
 
 type ArtifactInsertParams struct {
@@ -60,6 +88,7 @@ type ArtifactInsertParams struct {
 	Sha256      string
 	Width       *int32
 	Height      *int32
+	Step        *int32
 	JobID       int64
 	LeaseToken  int64
 	WorkerID    string
@@ -76,6 +105,7 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg ArtifactInsertParams) 
 		arg.Sha256,
 		arg.Width,
 		arg.Height,
+		arg.Step,
 		arg.JobID,
 		arg.LeaseToken,
 		arg.WorkerID,
@@ -93,12 +123,13 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg ArtifactInsertParams) 
 		&i.Width,
 		&i.Height,
 		&i.CreatedAt,
+		&i.Step,
 	)
 	return i, err
 }
 
 const artifactListByJob = `-- name: ArtifactListByJob :many
-SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at FROM artifacts WHERE job_id = $1 ORDER BY attempt, id
+SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step FROM artifacts WHERE job_id = $1 ORDER BY attempt, id
 `
 
 func (q *Queries) ArtifactListByJob(ctx context.Context, jobID int64) ([]Artifact, error) {
@@ -122,6 +153,7 @@ func (q *Queries) ArtifactListByJob(ctx context.Context, jobID int64) ([]Artifac
 			&i.Width,
 			&i.Height,
 			&i.CreatedAt,
+			&i.Step,
 		); err != nil {
 			return nil, err
 		}

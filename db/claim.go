@@ -29,7 +29,9 @@ func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (c
 	// transaction only (the rest of it, if conn is a transaction), the
 	// cached generic plan is used.
 	b.Queue("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
-	b.Queue(jobClaim, arg.TokenID, arg.Now, arg.Queues, arg.Devices, arg.Max, arg.WorkerID, arg.LeaseMs, arg.HandoverMs, arg.WakeBelowMs).
+	// In the order of JobClaim's generated call (sqlc numbers parameters as they
+	// first appear in the statement).
+	b.Queue(jobClaim, arg.TokenID, arg.WorkerID, arg.Devices, arg.Now, arg.Queues, arg.Max, arg.LeaseMs, arg.HandoverMs, arg.WakeBelowMs).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			claimed, err = New(batchRows{rows}).JobClaim(ctx, arg)
@@ -63,3 +65,82 @@ func (batchRows) QueryRow(context.Context, string, ...interface{}) pgx.Row {
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// A limited claim is one transaction of up to three statements (see
+// queue/limits.go), sent in two or three round trips instead of five:
+// BEGIN with JobClaimLimitedLock; then JobClaimLimited (when it locked
+// anything); then JobClaim for the room left (when its queues have free
+// jobs to give) with COMMIT, or COMMIT with the claim before it when no
+// free claim follows. A later batch depends on what an earlier one read,
+// so they cannot be one. A failed batch leaves the transaction open: the
+// caller hands conn back through Release, which closes a connection
+// still in a transaction.
+
+// JobClaimLimitedBegin begins a limited claim on conn.
+func JobClaimLimitedBegin(ctx context.Context, conn Batcher, arg JobClaimLimitedLockParams) (held []JobClaimLimitedLockRow, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	queueQuery(ctx, b, func(q *Queries) ([]JobClaimLimitedLockRow, error) { return q.JobClaimLimitedLock(ctx, arg) }, &held)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// JobClaimLimitedSend sends the next statements of a limited claim begun
+// on conn: the claim under the locked limits (limited, unless nil), the
+// claim of free jobs (free, unless nil), and with commit, COMMIT.
+func JobClaimLimitedSend(ctx context.Context, conn Batcher, limited *JobClaimLimitedParams, free *JobClaimParams, commit bool) (lrows []JobClaimLimitedRow, frows []JobClaimRow, err error) {
+	b := &pgx.Batch{}
+	if limited != nil {
+		queueQuery(ctx, b, func(q *Queries) ([]JobClaimLimitedRow, error) { return q.JobClaimLimited(ctx, *limited) }, &lrows)
+	}
+	if free != nil {
+		queueQuery(ctx, b, func(q *Queries) ([]JobClaimRow, error) { return q.JobClaim(ctx, *free) }, &frows)
+	}
+	if commit {
+		b.Queue("COMMIT")
+	}
+	if b.Len() == 0 {
+		return nil, nil, nil
+	}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	return lrows, frows, nil
+}
+
+// queueQuery queues on b the one statement the generated query call
+// sends, with its arguments, and has call read its rows into out when
+// the batch's results come.
+func queueQuery[T any](ctx context.Context, b *pgx.Batch, call func(*Queries) (T, error), out *T) {
+	var rec recorder
+	_, _ = call(New(&rec))
+	b.Queue(rec.sql, rec.args...).Query(func(rows pgx.Rows) error {
+		var err error
+		*out, err = call(New(batchRows{rows}))
+		return err
+	})
+}
+
+// recorder is a DBTX that only notes the statement and arguments of the
+// one Query a generated query sends.
+type recorder struct {
+	sql  string
+	args []any
+}
+
+var errRecorded = errors.New("db: statement recorded, not sent")
+
+func (r *recorder) Query(_ context.Context, sql string, args ...interface{}) (pgx.Rows, error) {
+	r.sql, r.args = sql, args
+	return nil, errRecorded
+}
+
+func (*recorder) Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errRecorded
+}
+
+func (*recorder) QueryRow(context.Context, string, ...interface{}) pgx.Row {
+	return errRow{errRecorded}
+}

@@ -150,20 +150,33 @@ func (q *Queries) EventProgress(ctx context.Context, arg EventProgressParams) (i
 
 const eventProgressBefore = `-- name: EventProgressBefore :one
 SELECT COALESCE((SELECT e.detail->>'message' FROM events e
-                 WHERE e.job_id = $1 AND e.attempt = $2::integer AND e.type = 'progress' AND e.at <= $3
+                 WHERE $1::integer IS NOT NULL
+                   AND e.job_id = $2 AND e.attempt = $3::integer AND e.type = 'progress'
+                   AND e.detail->>'step' = ($1::integer)::text
+                 ORDER BY e.at DESC, e.id DESC LIMIT 1),
+                (SELECT e.detail->>'message' FROM events e
+                 WHERE e.job_id = $2 AND e.attempt = $3::integer AND e.type = 'progress' AND e.at <= $4
                  ORDER BY e.at DESC, e.id DESC LIMIT 1), '')::text AS message
 `
 
 type EventProgressBeforeParams struct {
+	Step    *int32
 	JobID   int64
 	Attempt int32
 	At      time.Time
 }
 
-// The message of an attempt's latest progress event at or before @at (the
-// replay step of a screenshot taken then); ” for none.
+// The message of a replay step (see queue.ReplayStep): for a screenshot
+// of a @step, the attempt's latest progress event of that step; else
+// (or when that step has none) the attempt's latest progress event at
+// or before @at, when the screenshot was taken; ” for none.
 func (q *Queries) EventProgressBefore(ctx context.Context, arg EventProgressBeforeParams) (string, error) {
-	row := q.db.QueryRow(ctx, eventProgressBefore, arg.JobID, arg.Attempt, arg.At)
+	row := q.db.QueryRow(ctx, eventProgressBefore,
+		arg.Step,
+		arg.JobID,
+		arg.Attempt,
+		arg.At,
+	)
 	var message string
 	err := row.Scan(&message)
 	return message, err

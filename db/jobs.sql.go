@@ -178,29 +178,34 @@ WITH gate AS MATERIALIZED (
     SELECT id FROM api_tokens
     WHERE id = $1::bigint AND revoked_at IS NULL
     FOR SHARE
+), win AS MATERIALIZED (
+    SELECT c.device, c.closes FROM availability_claimable($2::text, $3::text[], coalesce($4::timestamptz, now())) AS c(device, closes)
 ), candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
-      AND run_at <= coalesce($2::timestamptz, now())
-      AND queue = ANY($3::text[])
-      AND (device IS NULL OR device = ANY($4::text[]))
+      AND run_at <= coalesce($4::timestamptz, now())
+      AND queue = ANY($5::text[])
+      AND (device IS NULL OR device = ANY($3::text[]))
+      AND EXISTS (SELECT 1 FROM win)
+      AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM jobs.device
+                    AND availability_fits(win.closes, jobs.timeout_ms, coalesce($4::timestamptz, now())))
       AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
     ORDER BY priority, run_at, id
-    LIMIT $5
+    LIMIT $6
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $6::text,
+        lease_owner = $2::text,
         lease_ms = $7::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce($2::timestamptz, now()),
-        attempt_started_at = coalesce($2::timestamptz, now()),
+        heartbeat_at = coalesce($4::timestamptz, now()),
+        attempt_started_at = coalesce($4::timestamptz, now()),
         handover_pending = $8::integer IS NOT NULL,
-        lease_until = coalesce($2::timestamptz, now())
+        lease_until = coalesce($4::timestamptz, now())
                       + LEAST($7::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
@@ -215,11 +220,11 @@ SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payloa
 
 type JobClaimParams struct {
 	TokenID     *int64
+	WorkerID    string
+	Devices     []string
 	Now         *time.Time
 	Queues      []string
-	Devices     []string
 	Max         int32
-	WorkerID    string
 	LeaseMs     int32
 	HandoverMs  *int32
 	WakeBelowMs int32
@@ -287,6 +292,11 @@ type JobClaimRow struct {
 // @now is NULL but in tests, which name the time instead of sleeping
 // (here and in every lease statement below); the plan is the same.
 //
+// Availability windows (win, SPEC "Availability windows"): nothing is
+// taken for a label or a worker outside its window, nor a job whose
+// timeout_ms runs past the window's end. The first EXISTS is not
+// correlated, so a worker whose window is closed reads no job at all.
+//
 // @token_id is set by the worker API only: the claim takes nothing unless
 // that worker token is active, and it holds a share lock on the token's
 // row until it commits (gate), which TokenRevoke's update waits for. So a
@@ -298,11 +308,11 @@ type JobClaimRow struct {
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := q.db.Query(ctx, jobClaim,
 		arg.TokenID,
+		arg.WorkerID,
+		arg.Devices,
 		arg.Now,
 		arg.Queues,
-		arg.Devices,
 		arg.Max,
-		arg.WorkerID,
 		arg.LeaseMs,
 		arg.HandoverMs,
 		arg.WakeBelowMs,
@@ -367,22 +377,37 @@ WITH gate AS MATERIALIZED (
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
     FROM queue_settings s
     WHERE s.name = ANY($2::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+), win AS MATERIALIZED (
+    -- availability windows, as in JobClaim
+    SELECT c.device, c.closes FROM availability_claimable($3::text, $4::text[], now()) AS c(device, closes)
 ), kfree AS MATERIALIZED (
-    SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running
-    FROM unnest($3::text[]) AS k(k)
+    SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running,
+           -- the limit of the key's first due job, as JobClaimLimitedLock
+           -- judged the key's room by
+           (SELECT j.concurrency_limit FROM jobs j
+            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.run_at <= now()
+              AND j.queue = ANY($5::text[])
+              AND (j.device IS NULL OR j.device = ANY($4::text[]))
+            ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+            LIMIT 1) AS first_limit
+    FROM unnest($6::text[]) AS k(k)
 ), picks AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
     FROM kfree CROSS JOIN LATERAL (
         SELECT w.id, w.queue, w.priority, w.run_at, w.concurrency_limit, row_number() OVER (ORDER BY w.priority, w.run_at, w.id) AS n
         FROM (SELECT j.id, j.queue, j.priority, j.run_at, j.concurrency_limit FROM jobs j
               WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.run_at <= now()
-                AND j.queue = ANY($4::text[])
-                AND (j.device IS NULL OR j.device = ANY($5::text[]))
+                AND j.queue = ANY($5::text[])
+                AND (j.device IS NULL OR j.device = ANY($4::text[]))
+                AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                              AND availability_fits(win.closes, j.timeout_ms, now()))
                 -- a paused or capped queue's job needs its queue's lock too
                 AND (j.queue = ANY (ARRAY(SELECT name FROM qfree))
                      OR j.queue <> ALL (ARRAY(SELECT name FROM queue_settings WHERE paused OR max_running IS NOT NULL)))
               ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
-              LIMIT $6) w
+              -- Read only as far as the key has room (by its first job's
+              -- limit), not @max jobs of every key to keep one or two.
+              LIMIT LEAST($7::integer, GREATEST(kfree.first_limit - kfree.running, 0))) w
     ) p
     WHERE kfree.running + p.n <= p.concurrency_limit
     UNION ALL
@@ -390,9 +415,12 @@ WITH gate AS MATERIALIZED (
     FROM qfree CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at FROM jobs j
         WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.run_at <= now()
-          AND (j.device IS NULL OR j.device = ANY($5::text[]))
+          AND (j.device IS NULL OR j.device = ANY($4::text[]))
+          AND EXISTS (SELECT 1 FROM win)
+          AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                        AND availability_fits(win.closes, j.timeout_ms, now()))
         ORDER BY j.priority, j.run_at, j.id
-        LIMIT LEAST(GREATEST(qfree.free, 0), $6)
+        LIMIT LEAST(GREATEST(qfree.free, 0), $7)
     ) p
 ), chosen AS MATERIALIZED (
     SELECT r.id FROM (
@@ -401,12 +429,12 @@ WITH gate AS MATERIALIZED (
     ) r LEFT JOIN qfree ON qfree.name = r.queue
     WHERE qfree.name IS NULL OR r.qn <= qfree.free
     ORDER BY r.priority, r.run_at, r.id
-    LIMIT $6
+    LIMIT $7
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $7::text,
+        lease_owner = $3::text,
         lease_ms = $8::integer,
         lease_token = lease_token_next(),
         heartbeat_at = now(),
@@ -426,11 +454,11 @@ SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payloa
 type JobClaimLimitedParams struct {
 	TokenID      *int64
 	LockedQueues []string
-	LockedKeys   []string
-	Queues       []string
-	Devices      []string
-	Max          int32
 	WorkerID     string
+	Devices      []string
+	Queues       []string
+	LockedKeys   []string
+	Max          int32
 	LeaseMs      int32
 	HandoverMs   *int32
 	WakeBelowMs  int32
@@ -487,11 +515,11 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 	rows, err := q.db.Query(ctx, jobClaimLimited,
 		arg.TokenID,
 		arg.LockedQueues,
-		arg.LockedKeys,
-		arg.Queues,
-		arg.Devices,
-		arg.Max,
 		arg.WorkerID,
+		arg.Devices,
+		arg.Queues,
+		arg.LockedKeys,
+		arg.Max,
 		arg.LeaseMs,
 		arg.HandoverMs,
 		arg.WakeBelowMs,
@@ -585,13 +613,17 @@ WITH RECURSIVE keys(k) AS (
             WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
             ORDER BY j.concurrency_key LIMIT 1)
     FROM keys WHERE keys.k IS NOT NULL
+), win AS MATERIALIZED (
+    SELECT c.device, c.closes FROM availability_claimable($1::text, $2::text[], now()) AS c(device, closes)
 ), due_keys AS MATERIALIZED (
     SELECT keys.k, f.priority, f.run_at, f.id
     FROM keys CROSS JOIN LATERAL (
         SELECT j.priority, j.run_at, j.id, j.concurrency_limit FROM jobs j
         WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.run_at <= now()
-          AND j.queue = ANY($1::text[])
+          AND j.queue = ANY($3::text[])
           AND (j.device IS NULL OR j.device = ANY($2::text[]))
+          AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                        AND availability_fits(win.closes, j.timeout_ms, now()))
           -- Probed per row (not an array of paused queues, whose
           -- selectivity the planner cannot know), so that the key's
           -- index is read in order and the scan stops at the first row.
@@ -604,23 +636,28 @@ WITH RECURSIVE keys(k) AS (
     -- the keys behind it nor makes other claimers wait for nothing.
     WHERE (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) < f.concurrency_limit
     ORDER BY f.priority, f.run_at, f.id
-    LIMIT $3
+    LIMIT $4
 ), limits AS MATERIALIZED (
-    SELECT 'queue'::text AS scope, s.name FROM queue_settings s
-    WHERE s.name = ANY($1::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
-      AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running
+    SELECT CASE WHEN s.paused THEN 'paused'
+                WHEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running THEN 'queue'
+                ELSE 'full' END AS scope,
+           s.name
+    FROM queue_settings s
+    WHERE s.name = ANY($3::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
     SELECT 'key', k FROM due_keys
 )
 SELECT scope::text AS scope, name::text AS name,
-       pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0))::boolean AS locked
+       (CASE WHEN scope IN ('paused', 'full') THEN true
+             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
 FROM limits
 `
 
 type JobClaimLimitedLockParams struct {
-	Queues  []string
-	Devices []string
-	Max     int32
+	WorkerID string
+	Devices  []string
+	Queues   []string
+	Max      int32
 }
 
 type JobClaimLimitedLockRow struct {
@@ -647,11 +684,23 @@ type JobClaimLimitedLockRow struct {
 // snapshot includes every claim committed by the previous holder (a
 // transaction is visible as committed before it releases its locks).
 //
+// It also names, without locking them, the worker's queues no free claim
+// may take from: paused ones (scope paused) and capped ones without room
+// (scope full). The claimer leaves them out of its JobClaim, so that a
+// claim on a capped queue does not read every job waiting behind the cap
+// only to find that none is free (JobClaim's own test of each job stays:
+// a queue paused or capped meanwhile is still never claimed from).
+//
 // Distinct keys are found by skipping through jobs_claim_keyed_idx (one
 // probe per key), so a key with many waiting jobs costs no more than one
 // with a single job.
 func (q *Queries) JobClaimLimitedLock(ctx context.Context, arg JobClaimLimitedLockParams) ([]JobClaimLimitedLockRow, error) {
-	rows, err := q.db.Query(ctx, jobClaimLimitedLock, arg.Queues, arg.Devices, arg.Max)
+	rows, err := q.db.Query(ctx, jobClaimLimitedLock,
+		arg.WorkerID,
+		arg.Devices,
+		arg.Queues,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1712,6 +1761,141 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 		&i.HandoverPending,
 	)
 	return i, err
+}
+
+const jobWaitFacts = `-- name: JobWaitFacts :many
+WITH j AS MATERIALIZED (
+    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms
+    FROM jobs
+    WHERE id = ANY($2::bigint[]) AND state = 'pending'
+), seen AS MATERIALIZED (
+    SELECT w.id, w.device, w.queues, w.claiming, w.not_claiming FROM workers w
+    WHERE w.last_seen >= coalesce($1::timestamptz, now()) - ($3::bigint) * interval '1 millisecond'
+), q AS MATERIALIZED (
+    SELECT n.queue, COALESCE(s.paused, false) AS paused, s.paused_by, s.paused_at, s.max_running,
+           CASE WHEN s.max_running IS NOT NULL
+                THEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = n.queue) END AS queue_running,
+           (SELECT count(*) FROM seen WHERE n.queue = ANY(seen.queues)) AS queue_workers
+    FROM (SELECT DISTINCT queue FROM j) n
+    LEFT JOIN queue_settings s ON s.name = n.queue
+), k AS MATERIALIZED (
+    SELECT n.concurrency_key, count(r.id) AS key_running, min(r.id) AS key_holder
+    FROM (SELECT DISTINCT concurrency_key FROM j WHERE concurrency_key IS NOT NULL) n
+    LEFT JOIN jobs r ON r.state = 'running' AND r.concurrency_key = n.concurrency_key
+    GROUP BY n.concurrency_key
+), d AS MATERIALIZED (
+    SELECT n.queue, n.device, n.timeout_ms, count(seen.id) AS devices_online,
+           count(seen.id) FILTER (WHERE seen.claiming) AS devices_claiming,
+           -- as the claim statements decide it (availability windows)
+           count(seen.id) FILTER (WHERE seen.claiming AND EXISTS (
+               SELECT 1 FROM availability_claimable(seen.id, coalesce(string_to_array(seen.device, ','), '{}'),
+                                                    coalesce($1::timestamptz, now())) c
+               WHERE c.device IS NOT DISTINCT FROM n.device
+                 AND availability_fits(c.closes, n.timeout_ms, coalesce($1::timestamptz, now())))) AS devices_in_window,
+           coalesce(array_agg(seen.id || ' ' || coalesce(seen.device, '') ORDER BY seen.id)
+                    FILTER (WHERE seen.claiming), '{}')::text[] AS claimers,
+           coalesce(array_agg(seen.id || ': ' || coalesce(seen.not_claiming, 'not claiming') ORDER BY seen.id)
+                    FILTER (WHERE NOT seen.claiming), '{}')::text[] AS unfit
+    FROM (SELECT DISTINCT queue, device, timeout_ms FROM j) n
+    LEFT JOIN seen ON n.queue = ANY(seen.queues)
+                  AND (n.device IS NULL OR n.device = ANY(string_to_array(seen.device, ',')))
+    GROUP BY n.queue, n.device, n.timeout_ms
+)
+SELECT j.id, j.queue, j.run_at, j.attempt, j.device, j.concurrency_key, j.concurrency_limit, j.timeout_ms,
+       (j.run_at > coalesce($1::timestamptz, now()))::boolean AS not_due,
+       q.paused::boolean AS paused, q.paused_by, q.paused_at, q.max_running,
+       COALESCE(q.queue_running, 0)::bigint AS queue_running, q.queue_workers::bigint AS queue_workers,
+       COALESCE(k.key_running, 0)::bigint AS key_running, COALESCE(k.key_holder, 0)::bigint AS key_holder,
+       d.devices_online::bigint AS devices_online, d.devices_claiming::bigint AS devices_claiming, d.unfit,
+       d.devices_in_window::bigint AS devices_in_window, d.claimers
+FROM j
+JOIN q ON q.queue = j.queue
+LEFT JOIN k ON k.concurrency_key = j.concurrency_key
+JOIN d ON d.queue = j.queue AND d.device IS NOT DISTINCT FROM j.device AND d.timeout_ms IS NOT DISTINCT FROM j.timeout_ms
+ORDER BY j.id
+`
+
+type JobWaitFactsParams struct {
+	Now      *time.Time
+	Ids      []int64
+	OnlineMs int64
+}
+
+type JobWaitFactsRow struct {
+	ID               int64
+	Queue            string
+	RunAt            time.Time
+	Attempt          int32
+	Device           *string
+	ConcurrencyKey   *string
+	ConcurrencyLimit int32
+	TimeoutMs        *int32
+	NotDue           bool
+	Paused           bool
+	PausedBy         *string
+	PausedAt         *time.Time
+	MaxRunning       *int32
+	QueueRunning     int64
+	QueueWorkers     int64
+	KeyRunning       int64
+	KeyHolder        int64
+	DevicesOnline    int64
+	DevicesClaiming  int64
+	Unfit            []string
+	DevicesInWindow  int64
+	Claimers         []string
+}
+
+// What holds back each pending job of @ids, as queue.WhyWaiting reads it:
+// one row per pending job (jobs in other states are left out), with its
+// queue's pause and cap, its key's running jobs, and the workers seen
+// within @online_ms that take its queue (and carry its device, if it names
+// one), and how many of those could claim it now by their availability
+// windows (claimers: "id labels" of the workers that claim). Each queue,
+// key and (queue, device, timeout) is looked at once however many of the
+// jobs share it, so a page of fifty jobs costs one statement.
+// @now is NULL but in tests.
+func (q *Queries) JobWaitFacts(ctx context.Context, arg JobWaitFactsParams) ([]JobWaitFactsRow, error) {
+	rows, err := q.db.Query(ctx, jobWaitFacts, arg.Now, arg.Ids, arg.OnlineMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobWaitFactsRow
+	for rows.Next() {
+		var i JobWaitFactsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Device,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.TimeoutMs,
+			&i.NotDue,
+			&i.Paused,
+			&i.PausedBy,
+			&i.PausedAt,
+			&i.MaxRunning,
+			&i.QueueRunning,
+			&i.QueueWorkers,
+			&i.KeyRunning,
+			&i.KeyHolder,
+			&i.DevicesOnline,
+			&i.DevicesClaiming,
+			&i.Unfit,
+			&i.DevicesInWindow,
+			&i.Claimers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reaperWake = `-- name: ReaperWake :exec

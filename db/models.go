@@ -127,6 +127,7 @@ type Artifact struct {
 	Width       *int32
 	Height      *int32
 	CreatedAt   time.Time
+	Step        *int32
 }
 
 type ArtifactStorage struct {
@@ -146,6 +147,17 @@ type Attempt struct {
 	EndedAt     *time.Time
 	Outcome     *AttemptOutcome
 	Error       *string
+}
+
+type AvailabilityWindow struct {
+	Scope     string
+	Name      string
+	Spec      string
+	Zone      string
+	Starts    []int32
+	Ends      []int32
+	UpdatedAt time.Time
+	UpdatedBy *string
 }
 
 type Effect struct {

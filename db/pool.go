@@ -37,6 +37,10 @@ type PoolConfig struct {
 	// statement_timeout in the URL wins. It cannot bound a server that is
 	// frozen: callers bound their contexts as well.
 	StatementTimeout time.Duration
+	// NoWait returns the pool without waiting for the database to answer:
+	// a read replica that is down must not hold up the server's start
+	// (its reads go to the primary until it answers).
+	NoWait bool
 }
 
 // Defaults of PoolConfig.
@@ -91,6 +95,9 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating pool: %w", err)
+	}
+	if cfg.NoWait {
+		return pool, nil
 	}
 	logger := cfg.Logger
 	if logger == nil {

@@ -98,3 +98,41 @@ func (q *Queries) SessionTouch(ctx context.Context, arg SessionTouchParams) erro
 	_, err := q.db.Exec(ctx, sessionTouch, arg.TtlS, arg.TokenHash)
 	return err
 }
+
+const sessionsAlive = `-- name: SessionsAlive :many
+WITH renewed AS (
+    UPDATE sessions SET last_seen_at = now(), expires_at = now() + ($1::integer) * interval '1 second'
+    WHERE token_hash = ANY($2::bytea[]) AND expires_at > now() AND last_seen_at < now() - interval '1 minute'
+    RETURNING token_hash
+)
+SELECT token_hash FROM sessions WHERE token_hash = ANY($2::bytea[]) AND expires_at > now()
+UNION SELECT token_hash FROM renewed
+`
+
+type SessionsAliveParams struct {
+	TtlS        int32
+	TokenHashes [][]byte
+}
+
+// Which of these sessions (of a server's open event streams) are live,
+// renewing those in use, each at most once a minute (as SessionTouch):
+// one statement for every stream of the server.
+func (q *Queries) SessionsAlive(ctx context.Context, arg SessionsAliveParams) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, sessionsAlive, arg.TtlS, arg.TokenHashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var token_hash []byte
+		if err := rows.Scan(&token_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, token_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

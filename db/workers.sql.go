@@ -163,7 +163,9 @@ VALUES ($1, $2, $3::text[], $4,
         now() - $5::bigint * interval '1 millisecond',
         $6, $7, $8)
 ON CONFLICT (id) DO UPDATE
-SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues,
+SET last_seen = now(),
+    started_at = CASE WHEN $9::boolean THEN now() ELSE workers.started_at END,
+    device = EXCLUDED.device, queues = EXCLUDED.queues,
     info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
     claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming
 `
@@ -177,13 +179,15 @@ type WorkerSeenParams struct {
 	InfoError   *string
 	Claiming    bool
 	NotClaiming *string
+	Starting    bool
 }
 
 // Presence, every few seconds: also what the worker's device-info command
 // last said (@info, gathered @info_age_ms before the worker sent it, so
 // info_at is by the database clock), the error of its last run, and
 // whether the worker claims. A worker without a device-info command sends
-// none, and clears what an earlier run of it left.
+// none, and clears what an earlier run of it left. @starting is the first
+// presence of a worker process: a worker of that id started (again) now.
 func (q *Queries) WorkerSeen(ctx context.Context, arg WorkerSeenParams) error {
 	_, err := q.db.Exec(ctx, workerSeen,
 		arg.ID,
@@ -194,8 +198,51 @@ func (q *Queries) WorkerSeen(ctx context.Context, arg WorkerSeenParams) error {
 		arg.InfoError,
 		arg.Claiming,
 		arg.NotClaiming,
+		arg.Starting,
 	)
 	return err
+}
+
+const workerSeenMany = `-- name: WorkerSeenMany :many
+INSERT INTO workers (id, device, queues, last_seen, info, info_at, info_error, claiming, not_claiming)
+SELECT r.id, r.device, string_to_array(r.queues, ','),
+       now() - r.age_ms * interval '1 millisecond',
+       r.info, now() - (r.age_ms + r.info_age_ms) * interval '1 millisecond',
+       r.info_error, r.claiming, r.not_claiming
+FROM jsonb_to_recordset($1::jsonb)
+     AS r(id text, device text, queues text, age_ms bigint, info jsonb, info_age_ms bigint,
+          info_error text, claiming boolean, not_claiming text)
+JOIN api_tokens t ON t.name = r.id AND t.role = 'worker' AND t.revoked_at IS NULL
+ON CONFLICT (id) DO UPDATE
+SET last_seen = greatest(workers.last_seen, EXCLUDED.last_seen), device = EXCLUDED.device, queues = EXCLUDED.queues,
+    info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
+    claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming
+RETURNING workers.id
+`
+
+// The presence of many remote workers in one statement (a server's batch,
+// queue.PresenceBatch): as WorkerSeen for each row of @reports, with its
+// last_seen age_ms before now (when the server received it), and only
+// for workers whose token is active; it returns the ids it recorded.
+// queues are comma-joined (queue names hold no comma).
+func (q *Queries) WorkerSeenMany(ctx context.Context, reports json.RawMessage) ([]string, error) {
+	rows, err := q.db.Query(ctx, workerSeenMany, reports)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const writableCheck = `-- name: WritableCheck :one

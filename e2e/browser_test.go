@@ -272,6 +272,30 @@ func TestBrowserRetryDeadLetter(t *testing.T) {
 	b.eventually("the job runs again", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'retried' AND detail->>'by' = 'user:admin'", id) == 1
 	})
+
+	// The notice stays on screen while the page refreshes itself: the
+	// retry changed the dead letters, so a live refresh follows at once,
+	// and it used to fetch the page without the notice and swap it away.
+	b.waitJS("the notice shown", `document.querySelector("[data-testid=notice]")?.textContent.trim() === "1 job retried."`)
+	run(b, chromedp.Evaluate[bool](`window.liveSwaps = 0; document.body.addEventListener("htmx:afterSwap", () => window.liveSwaps++); true`))
+	shown := time.Now()
+	b.waitJS("a live refresh of the page", `window.liveSwaps > 0`)
+	if wait := 2*time.Second - time.Since(shown); wait > 0 {
+		time.Sleep(wait) // what was reported: gone 2 s after the click
+	}
+	visible := `(() => {
+		const n = document.querySelector("[data-testid=notice]");
+		if (!n || n.textContent.trim() !== "1 job retried.") return "no notice: " + (n ? n.textContent : "none");
+		const r = n.getBoundingClientRect(), s = getComputedStyle(n);
+		if (r.width === 0 || r.height === 0) return "zero box " + r.width + "x" + r.height;
+		if (s.visibility !== "visible" || s.display === "none" || Number(s.opacity) < 0.99) return "hidden: " + s.visibility + " " + s.display + " " + s.opacity;
+		if (r.bottom <= 0 || r.top >= innerHeight) return "off screen at " + r.top;
+		return "";
+	})()`
+	if why := run(b, chromedp.Evaluate[string](visible)); why != "" {
+		t.Fatalf("after %s and %s live refreshes, the notice is not visible: %s", time.Since(shown).Round(100*time.Millisecond),
+			fmt.Sprint(run(b, chromedp.Evaluate[int](`window.liveSwaps`))), why)
+	}
 }
 
 func TestBrowserCancelRunningJob(t *testing.T) {
@@ -314,7 +338,7 @@ func TestBrowserReplayStepsWithArrowKeys(t *testing.T) {
 	b.waitJS("step 2 after →", step+` === "Step 2 of 3" && location.search.includes("step=2")`)
 	b.waitJS("step 2's action and screenshot", `(() => {
 		const img = document.querySelector("[data-testid=replay-shot]");
-		return document.querySelector("[data-testid=replay-message]").textContent.includes("step 1: explored screen 1") &&
+		return document.querySelector("[data-testid=replay-message]").textContent.includes("step 2: explored screen 2") &&
 			img.complete && img.naturalWidth > 0;
 	})()`)
 	b.do(chromedp.KeyEvent(kb.ArrowRight))

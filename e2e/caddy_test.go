@@ -25,9 +25,12 @@ import (
 type caddy struct {
 	e    *env
 	addr string
-	dir  string
-	cmd  *exec.Cmd
-	out  *testutil.LockedBuffer
+	// upstreams, when set, is LEASEHOLD_UPSTREAMS (deploy/multi): the
+	// servers behind it, space-separated.
+	upstreams string
+	dir       string
+	cmd       *exec.Cmd
+	out       *testutil.LockedBuffer
 	// exited is closed when the Caddy started last has exited.
 	exited <-chan struct{}
 }
@@ -42,16 +45,41 @@ func shippedCaddyfile(t *testing.T) string {
 	return string(b)
 }
 
+// withGlobalOption adds option to caddyfile's global options block (a
+// first block whose opening line is "{" alone, as the shipped file has),
+// or puts one in front: Caddy takes one such block, first.
+func withGlobalOption(caddyfile, option string) string {
+	lines := strings.SplitAfter(caddyfile, "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if t == "{" {
+			return strings.Join(lines[:i+1], "") + "\t" + option + "\n" + strings.Join(lines[i+1:], "")
+		}
+		break
+	}
+	return "{\n\t" + option + "\n}\n\n" + caddyfile
+}
+
 // startCaddy runs Caddy with caddyfile in front of e's server, and waits
 // until it proxies it.
 func (e *env) startCaddy(caddyfile string) *caddy {
+	e.t.Helper()
+	return e.startCaddyBefore(caddyfile, nil)
+}
+
+// startCaddyBefore is startCaddy in front of the servers at addrs
+// (LEASEHOLD_UPSTREAMS) rather than e's one server.
+func (e *env) startCaddyBefore(caddyfile string, addrs []string) *caddy {
 	e.t.Helper()
 	if _, err := exec.LookPath("caddy"); err != nil {
 		e.t.Skip("caddy is not installed")
 	}
 	dir := e.t.TempDir()
 	conf := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(conf, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(withGlobalOption(caddyfile, "admin off")), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	// The port is free when chosen, but another process of a busy machine
@@ -61,7 +89,7 @@ func (e *env) startCaddy(caddyfile string) *caddy {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		c := &caddy{e: e, addr: ln.Addr().String(), dir: dir}
+		c := &caddy{e: e, addr: ln.Addr().String(), dir: dir, upstreams: strings.Join(addrs, " ")}
 		ln.Close()
 		if err := c.run(); err == nil {
 			return c
@@ -86,7 +114,7 @@ func (c *caddy) run() error {
 	t.Helper()
 	c.cmd = exec.Command("caddy", "run", "--config", filepath.Join(c.dir, "Caddyfile"), "--adapter", "caddyfile")
 	c.cmd.Env = append(os.Environ(), "LEASEHOLD_DOMAIN=http://"+c.addr, "LEASEHOLD_UPSTREAM="+c.e.addr,
-		"XDG_DATA_HOME="+c.dir, "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
+		"LEASEHOLD_UPSTREAMS="+c.upstreams, "XDG_DATA_HOME="+c.dir, "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
 	c.out = &testutil.LockedBuffer{}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {

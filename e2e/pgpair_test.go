@@ -187,17 +187,27 @@ func (n *pgNode) url(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2&default_transaction_read_only=off", n.port, dbname)
 }
 
+// readURL reaches the standby alone, as a server's read replica
+// (LEASEHOLD_READ_DATABASE_URL): read-only, and given up fast.
+func (p *pgPair) readURL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/leasehold?sslmode=disable&connect_timeout=1", p.standby.port)
+}
+
 // killPrimary kills the primary's postmaster and every process of its
 // cluster with SIGKILL, as when its machine is lost, and waits until
 // they are gone. Nothing of it comes back.
-func (p *pgPair) killPrimary() {
+func (p *pgPair) killPrimary() { p.kill(p.primary) }
+
+// kill kills n's postmaster and every process of its cluster with
+// SIGKILL and waits until they are gone.
+func (p *pgPair) kill(n *pgNode) {
 	p.t.Helper()
-	pids := p.signalAll(p.primary, syscall.SIGKILL)
+	pids := p.signalAll(n, syscall.SIGKILL)
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for processAlive(pid) {
 			if time.Now().After(deadline) {
-				p.t.Fatalf("process %d of the primary outlived SIGKILL", pid)
+				p.t.Fatalf("process %d of the %s outlived SIGKILL", pid, n.name)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -90,7 +90,15 @@ type proc struct {
 
 func (e *env) spawn(name string, args []string, extraEnv ...string) *proc {
 	e.t.Helper()
+	return e.spawnIn("", name, args, extraEnv...)
+}
+
+// spawnIn is spawn with dir as the program's working directory ("": the
+// test's).
+func (e *env) spawnIn(dir, name string, args []string, extraEnv ...string) *proc {
+	e.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, strings.Fields(name)[0]), args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dbURL, "LEASEHOLD_API_TOKEN="+e.token)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	p := &proc{name: name, cmd: cmd, out: &testutil.LockedBuffer{}, done: make(chan struct{})}

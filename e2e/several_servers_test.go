@@ -24,13 +24,20 @@ type replica struct {
 // its own, and waits until it is ready.
 func (e *env) startReplica(name, artifacts string) *replica {
 	e.t.Helper()
+	return e.startReplicaIn("", name, "LEASEHOLD_ARTIFACTS="+artifacts)
+}
+
+// startReplicaIn is startReplica with dir as its working directory and
+// more environment (its artifact storage among it).
+func (e *env) startReplicaIn(dir, name string, extraEnv ...string) *replica {
+	e.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	r := &replica{proc: e.spawn("server "+name, nil, "LEASEHOLD_ADDR="+addr, "LEASEHOLD_ARTIFACTS="+artifacts), url: "http://" + addr}
+	r := &replica{proc: e.spawnIn(dir, "server "+name, nil, append([]string{"LEASEHOLD_ADDR=" + addr}, extraEnv...)...), url: "http://" + addr}
 	e.eventually(name+" ready", 30*time.Second, func() bool {
 		resp, err := http.Get(r.url + "/health/ready")
 		if err != nil {

@@ -36,6 +36,10 @@ type DeviceInfo struct {
 	args    []string
 	timeout time.Duration
 	log     *slog.Logger
+	// name is the flag errors name ("device-info" when empty); env is
+	// added to the command's environment.
+	name string
+	env  []string
 }
 
 // NewDeviceInfo returns a DeviceInfo running command, split like a shell
@@ -65,6 +69,14 @@ func (d *DeviceInfo) Run(ctx context.Context) (queue.DeviceInfo, error) {
 
 // output runs the command and returns its stdout, bounded in size and time.
 func (d *DeviceInfo) output(ctx context.Context) ([]byte, error) {
+	out, err := d.run(ctx)
+	if err != nil && d.name != "" {
+		return out, errors.New(strings.Replace(err.Error(), "device-info: ", d.name+": ", 1))
+	}
+	return out, err
+}
+
+func (d *DeviceInfo) run(ctx context.Context) ([]byte, error) {
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("device-info: creating pipe: %w", err)
@@ -76,7 +88,7 @@ func (d *DeviceInfo) output(ctx context.Context) ([]byte, error) {
 	}
 	cmd := exec.Command(d.args[0], d.args[1:]...)
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW // stdin: the null device
-	cmd.Env = execChildEnv(os.Environ())
+	cmd.Env = append(execChildEnv(os.Environ()), d.env...)
 	cmd.SysProcAttr = execSysProcAttr()
 
 	done := make(chan struct{})
@@ -183,10 +195,11 @@ func (d *DeviceInfo) output(ctx context.Context) ([]byte, error) {
 		if len(msg) > deviceInfoStderr {
 			msg = "…" + strings.ToValidUTF8(msg[len(msg)-deviceInfoStderr:], "")
 		}
+		// What it printed goes with the error (a check's output is kept).
 		if msg != "" {
-			return nil, fmt.Errorf("device-info: %s: %v: %s", d.args[0], waitErr, msg)
+			return out.b, fmt.Errorf("device-info: %s: %v: %s", d.args[0], waitErr, msg)
 		}
-		return nil, fmt.Errorf("device-info: %s: %v", d.args[0], waitErr)
+		return out.b, fmt.Errorf("device-info: %s: %v", d.args[0], waitErr)
 	}
 	if out.err != nil {
 		return nil, fmt.Errorf("device-info: reading output: %w", out.err)

@@ -63,10 +63,10 @@ func execHelperMain(mode string, args []string) int {
 		execPrintJSON(map[string]any{"result": map[string]any{"stdin": string(stdin), "env": env, "dir_mode": dirMode}})
 	case "events":
 		fmt.Println("plain log line")
-		fmt.Println(`{"progress":0.25,"message":"opened settings"}`)
+		fmt.Println(`{"progress":0.25,"message":"opened settings","step":1}`)
 		fmt.Fprintln(os.Stderr, "warning: something")
 		fmt.Println(`{"message":"no fraction"}`)
-		fmt.Println(`{"progress":0.5}`)
+		fmt.Println(`{"progress":0.5,"step":2.5}`)
 		fmt.Println(`{"not":"an event"}`)
 		fmt.Println(`[1,2]`)
 		fmt.Println(`{"result":{"n":1}}`)

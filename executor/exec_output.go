@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os/exec"
 	"strings"
 	"sync"
@@ -51,6 +52,9 @@ type execEvent struct {
 	Progress *float64        `json:"progress"`
 	Message  *string         `json:"message"`
 	Result   json.RawMessage `json:"result"`
+	// Step names the step of the attempt a progress line reports (an
+	// integer from 1 to queue.MaxStep; anything else names none).
+	Step *float64 `json:"step"`
 }
 
 func (o *execOutput) stdout(line []byte, truncated bool) {
@@ -95,7 +99,11 @@ func (o *execOutput) event(line []byte, ev execEvent) {
 	if o.ctx.Err() != nil {
 		return
 	}
-	if err := o.r.Progress(o.ctx, fraction, message); err != nil {
+	step := 0
+	if s := ev.Step; s != nil && *s >= 1 && *s <= queue.MaxStep && *s == math.Trunc(*s) {
+		step = int(*s)
+	}
+	if err := worker.ProgressStep(o.ctx, o.r, step, fraction, message); err != nil {
 		o.log.Warn("recording progress", "err", err)
 	}
 }

@@ -114,6 +114,12 @@ func TestExecEvents(t *testing.T) {
 	if !slices.Equal(progress, want) {
 		t.Errorf("progress = %v, want %v", progress, want)
 	}
+	r.mu.Lock()
+	steps := slices.Clone(r.steps)
+	r.mu.Unlock()
+	if !slices.Equal(steps, []int{1, 0, 0}) { // 2.5 names no step
+		t.Errorf("progress steps = %v, want [1 0 0]", steps)
+	}
 	logFile, n := r.artifact("output.log")
 	if n != 1 {
 		t.Fatalf("output.log uploaded %d times", n)

@@ -62,6 +62,7 @@ type fakeReporter struct {
 	leaseLost   bool  // every call answers queue.ErrLeaseLost
 	artifactErr error // when set, every upload fails with it
 	progress    []fakeProgress
+	steps       []int           // the step of each progress, 0 for none (ProgressStep)
 	artifacts   []fakeArtifact  // accepted uploads, in order
 	refused     []string        // names of uploads refused for their content
 	started     map[string]bool // effects this attempt started
@@ -96,7 +97,12 @@ func (f *fakeReporter) loseLease() {
 	f.leaseLost = true
 }
 
-func (f *fakeReporter) Progress(_ context.Context, fraction float64, message string) error {
+func (f *fakeReporter) Progress(ctx context.Context, fraction float64, message string) error {
+	return f.ProgressStep(ctx, 0, fraction, message)
+}
+
+// ProgressStep makes fakeReporter a worker.StepReporter, as the worker's is.
+func (f *fakeReporter) ProgressStep(_ context.Context, step int, fraction float64, message string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.signal()
@@ -104,7 +110,13 @@ func (f *fakeReporter) Progress(_ context.Context, fraction float64, message str
 		return queue.ErrLeaseLost
 	}
 	f.progress = append(f.progress, fakeProgress{fraction, message})
+	f.steps = append(f.steps, step)
 	return nil
+}
+
+// ArtifactStep completes worker.StepReporter; the step is not kept.
+func (f *fakeReporter) ArtifactStep(ctx context.Context, _ int, name string, r io.Reader) (queue.Artifact, error) {
+	return f.Artifact(ctx, name, r)
 }
 
 func (f *fakeReporter) Artifact(_ context.Context, name string, r io.Reader) (queue.Artifact, error) {

@@ -90,12 +90,18 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 			}
 			effect = res
 		}
+		// The step names the screenshot's and the progress's step, for the
+		// replay; a hanging run past queue.MaxStep names none.
+		named := step
+		if named > queue.MaxStep {
+			named = 0
+		}
 		if shootsAt(step, steps, stepMs, p.Sim.Hang) {
 			img, err := Screen{JobID: job.ID, Attempt: job.Attempt, App: app, Step: step, Steps: steps, Hang: p.Sim.Hang}.PNG()
 			if err != nil {
 				return nil, err
 			}
-			_, err = r.Artifact(ctx, fmt.Sprintf("step-%02d.png", step), bytes.NewReader(img))
+			_, err = worker.ArtifactStep(ctx, r, named, fmt.Sprintf("step-%02d.png", step), bytes.NewReader(img))
 			switch {
 			case err == nil:
 				uploaded++
@@ -116,7 +122,7 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 			fraction = float64(step) / float64(steps)
 		}
 		msg := fmt.Sprintf("step %d: explored screen %d of %s", step, step, app)
-		if err := r.Progress(ctx, fraction, msg); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
+		if err := worker.ProgressStep(ctx, r, named, fraction, msg); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
 			return nil, fmt.Errorf("reporting progress: %w", err)
 		}
 	}

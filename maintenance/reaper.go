@@ -30,6 +30,10 @@ type ReaperConfig struct {
 	// Slack is added to each deadline so that the database clock has
 	// surely passed it when the reaper wakes. Default 1ms.
 	Slack time.Duration
+	// Wakes, when set, is where the process's one listening session
+	// (queue.JobNotifier.ReaperWakes) hands the reaper its wake-ups;
+	// unset, the active reaper listens on a session of its own.
+	Wakes *queue.ReaperWakes
 }
 
 // Reaper takes back expired leases within milliseconds of their deadline,
@@ -65,16 +69,20 @@ func NewReaper(pool *pgxpool.Pool, cfg ReaperConfig) *Reaper {
 // role again after errors.
 func (r *Reaper) Run(ctx context.Context) error { return r.run(ctx, r.reap) }
 
-// reap is the active reaper: it holds a listening connection of its own
-// and runs its statements on the pool.
+// reap is the active reaper: it hears its wake-ups from cfg.Wakes, or on
+// a listening connection of its own, and runs its statements on the pool.
 func (r *Reaper) reap(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connecting reaper listener: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if err := db.New(conn).ListenReaper(ctx); err != nil {
-		return fmt.Errorf("listening for wake-ups: %w", err)
+	sleep := func(ctx context.Context, until time.Time) (bool, error) { return r.cfg.Wakes.Sleep(ctx, until) }
+	if r.cfg.Wakes == nil {
+		conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return fmt.Errorf("connecting reaper listener: %w", err)
+		}
+		defer conn.Close(context.Background())
+		if err := db.New(conn).ListenReaper(ctx); err != nil {
+			return fmt.Errorf("listening for wake-ups: %w", err)
+		}
+		sleep = func(ctx context.Context, until time.Time) (bool, error) { return r.sleep(ctx, conn, until) }
 	}
 	r.cfg.Logger.Info("reaper active")
 	for {
@@ -95,7 +103,7 @@ func (r *Reaper) reap(ctx context.Context) error {
 		// A past deadline whose row another transaction holds was skipped;
 		// look again shortly rather than spin.
 		wait = max(wait, time.Millisecond)
-		woke, err := r.sleep(ctx, conn, wait)
+		woke, err := sleep(ctx, time.Now().Add(wait))
 		if err != nil {
 			return err
 		}
@@ -107,12 +115,12 @@ func (r *Reaper) reap(ctx context.Context) error {
 	}
 }
 
-// sleep waits up to wait for a notification that asks the reaper to look
-// again sooner. A claim's notification carries how soon its earliest new
-// lease can end (ms); one that ends after the planned wake-up changes
-// nothing and is ignored. woke reports a wake-up before wait ran out.
-func (r *Reaper) sleep(ctx context.Context, conn *pgx.Conn, wait time.Duration) (woke bool, err error) {
-	until := time.Now().Add(wait)
+// sleep waits until until for a notification on conn that asks the reaper
+// to look again sooner. A claim's notification carries how soon its
+// earliest new lease can end (ms); one that ends after the planned
+// wake-up changes nothing and is ignored. woke reports a wake-up before
+// until.
+func (r *Reaper) sleep(ctx context.Context, conn *pgx.Conn, until time.Time) (woke bool, err error) {
 	for {
 		wctx, cancel := context.WithDeadline(ctx, until)
 		msg, err := conn.WaitForNotification(wctx)

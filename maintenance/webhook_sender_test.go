@@ -420,7 +420,14 @@ func TestWebhookRequestBounded(t *testing.T) {
 	startSender(t, f, r, maintenance.WebhookSenderConfig{Timeout: 300 * time.Millisecond, BaseDelay: 50 * time.Millisecond,
 		OnDelivery: func(ok bool) { mu.Lock(); results = append(results, ok); mu.Unlock() }}, queue.WebhookJobDead)
 	job := f.killJob(t)
-	waitFor(t, "delivered", func() bool { return len(f.outbox(t)) == 0 })
+	// The sender records the delivery (the outbox row goes) before it
+	// reports it to OnDelivery: wait for both.
+	waitFor(t, "delivered", func() bool {
+		mu.Lock()
+		reported := len(results)
+		mu.Unlock()
+		return len(f.outbox(t)) == 0 && reported >= 2
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(results) != 2 || results[0] || !results[1] {

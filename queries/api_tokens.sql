@@ -16,11 +16,6 @@ UPDATE api_tokens SET revoked_at = now() WHERE name = @name AND revoked_at IS NU
 -- name: TokenByName :one
 SELECT * FROM api_tokens WHERE name = @name;
 
--- name: TokenTouch :exec
--- Records use at most once a minute, so authentication stays read-mostly.
-UPDATE api_tokens SET last_used_at = now()
-WHERE id = @id AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');
-
 -- name: TokenUpsertByName :exec
 -- Registers a token given in the environment under its name. Idempotent for
 -- the same secret; a changed secret replaces the name's old one (which stops
@@ -30,3 +25,22 @@ INSERT INTO api_tokens (name, role, token_hash) VALUES (@name, @role, @token_has
 ON CONFLICT (name) DO UPDATE
 SET token_hash = EXCLUDED.token_hash, role = EXCLUDED.role, revoked_at = NULL,
     last_used_at = CASE WHEN api_tokens.token_hash = EXCLUDED.token_hash THEN api_tokens.last_used_at END;
+
+-- name: TokensChanged :exec
+-- Tells every server (on the channel their job listener hears) that a
+-- token was revoked or given another secret, so that they forget the
+-- tokens they remember: sent in the transaction of the change, it
+-- arrives only if the change committed. The payload is no queue name
+-- (those never start with "!"), so waiting claims ignore it.
+SELECT pg_notify('leasehold_jobs', '!tokens');
+
+-- name: TokensActive :many
+-- Which of these remembered tokens are still active: what each server
+-- checks once a minute, in case a notification of a change was lost.
+SELECT token_hash FROM api_tokens WHERE token_hash = ANY(@token_hashes::bytea[]) AND revoked_at IS NULL;
+
+-- name: TokensTouch :exec
+-- Records the use of these tokens, each at most once a minute: one
+-- statement for every token a server saw used since its last one.
+UPDATE api_tokens SET last_used_at = now()
+WHERE id = ANY(@ids::bigint[]) AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');

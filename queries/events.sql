@@ -57,8 +57,15 @@ LIMIT @max;
 SELECT count(*) FROM job_timeline WHERE job_id = @job_id;
 
 -- name: EventProgressBefore :one
--- The message of an attempt's latest progress event at or before @at (the
--- replay step of a screenshot taken then); '' for none.
+-- The message of a replay step (see queue.ReplayStep): for a screenshot
+-- of a @step, the attempt's latest progress event of that step; else
+-- (or when that step has none) the attempt's latest progress event at
+-- or before @at, when the screenshot was taken; '' for none.
 SELECT COALESCE((SELECT e.detail->>'message' FROM events e
+                 WHERE sqlc.narg('step')::integer IS NOT NULL
+                   AND e.job_id = @job_id AND e.attempt = @attempt::integer AND e.type = 'progress'
+                   AND e.detail->>'step' = (sqlc.narg('step')::integer)::text
+                 ORDER BY e.at DESC, e.id DESC LIMIT 1),
+                (SELECT e.detail->>'message' FROM events e
                  WHERE e.job_id = @job_id AND e.attempt = @attempt::integer AND e.type = 'progress' AND e.at <= @at
                  ORDER BY e.at DESC, e.id DESC LIMIT 1), '')::text AS message;

@@ -100,6 +100,11 @@ LIMIT @max;
 -- @now is NULL but in tests, which name the time instead of sleeping
 -- (here and in every lease statement below); the plan is the same.
 --
+-- Availability windows (win, SPEC "Availability windows"): nothing is
+-- taken for a label or a worker outside its window, nor a job whose
+-- timeout_ms runs past the window's end. The first EXISTS is not
+-- correlated, so a worker whose window is closed reads no job at all.
+--
 -- @token_id is set by the worker API only: the claim takes nothing unless
 -- that worker token is active, and it holds a share lock on the token's
 -- row until it commits (gate), which TokenRevoke's update waits for. So a
@@ -112,6 +117,8 @@ WITH gate AS MATERIALIZED (
     SELECT id FROM api_tokens
     WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
     FOR SHARE
+), win AS MATERIALIZED (
+    SELECT c.device, c.closes FROM availability_claimable(@worker_id::text, @devices::text[], coalesce(sqlc.narg('now')::timestamptz, now())) AS c(device, closes)
 ), candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state = 'pending'
@@ -120,6 +127,9 @@ WITH gate AS MATERIALIZED (
       AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND queue = ANY(@queues::text[])
       AND (device IS NULL OR device = ANY(@devices::text[]))
+      AND EXISTS (SELECT 1 FROM win)
+      AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM jobs.device
+                    AND availability_fits(win.closes, jobs.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now())))
       AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
     ORDER BY priority, run_at, id
     LIMIT @max
@@ -186,6 +196,13 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
 -- snapshot includes every claim committed by the previous holder (a
 -- transaction is visible as committed before it releases its locks).
 --
+-- It also names, without locking them, the worker's queues no free claim
+-- may take from: paused ones (scope paused) and capped ones without room
+-- (scope full). The claimer leaves them out of its JobClaim, so that a
+-- claim on a capped queue does not read every job waiting behind the cap
+-- only to find that none is free (JobClaim's own test of each job stays:
+-- a queue paused or capped meanwhile is still never claimed from).
+--
 -- Distinct keys are found by skipping through jobs_claim_keyed_idx (one
 -- probe per key), so a key with many waiting jobs costs no more than one
 -- with a single job.
@@ -198,6 +215,8 @@ WITH RECURSIVE keys(k) AS (
             WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
             ORDER BY j.concurrency_key LIMIT 1)
     FROM keys WHERE keys.k IS NOT NULL
+), win AS MATERIALIZED (
+    SELECT c.device, c.closes FROM availability_claimable(@worker_id::text, @devices::text[], now()) AS c(device, closes)
 ), due_keys AS MATERIALIZED (
     SELECT keys.k, f.priority, f.run_at, f.id
     FROM keys CROSS JOIN LATERAL (
@@ -205,6 +224,8 @@ WITH RECURSIVE keys(k) AS (
         WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.run_at <= now()
           AND j.queue = ANY(@queues::text[])
           AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+          AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                        AND availability_fits(win.closes, j.timeout_ms, now()))
           -- Probed per row (not an array of paused queues, whose
           -- selectivity the planner cannot know), so that the key's
           -- index is read in order and the scan stops at the first row.
@@ -219,14 +240,18 @@ WITH RECURSIVE keys(k) AS (
     ORDER BY f.priority, f.run_at, f.id
     LIMIT @max
 ), limits AS MATERIALIZED (
-    SELECT 'queue'::text AS scope, s.name FROM queue_settings s
-    WHERE s.name = ANY(@queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
-      AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running
+    SELECT CASE WHEN s.paused THEN 'paused'
+                WHEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running THEN 'queue'
+                ELSE 'full' END AS scope,
+           s.name
+    FROM queue_settings s
+    WHERE s.name = ANY(@queues::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
     SELECT 'key', k FROM due_keys
 )
 SELECT scope::text AS scope, name::text AS name,
-       pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0))::boolean AS locked
+       (CASE WHEN scope IN ('paused', 'full') THEN true
+             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
 FROM limits;
 
 -- name: JobClaimLimited :many
@@ -252,8 +277,19 @@ WITH gate AS MATERIALIZED (
            s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
     FROM queue_settings s
     WHERE s.name = ANY(@locked_queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+), win AS MATERIALIZED (
+    -- availability windows, as in JobClaim
+    SELECT c.device, c.closes FROM availability_claimable(@worker_id::text, @devices::text[], now()) AS c(device, closes)
 ), kfree AS MATERIALIZED (
-    SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running
+    SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running,
+           -- the limit of the key's first due job, as JobClaimLimitedLock
+           -- judged the key's room by
+           (SELECT j.concurrency_limit FROM jobs j
+            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.run_at <= now()
+              AND j.queue = ANY(@queues::text[])
+              AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+            ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+            LIMIT 1) AS first_limit
     FROM unnest(@locked_keys::text[]) AS k(k)
 ), picks AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
@@ -263,11 +299,15 @@ WITH gate AS MATERIALIZED (
               WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.run_at <= now()
                 AND j.queue = ANY(@queues::text[])
                 AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+                AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                              AND availability_fits(win.closes, j.timeout_ms, now()))
                 -- a paused or capped queue's job needs its queue's lock too
                 AND (j.queue = ANY (ARRAY(SELECT name FROM qfree))
                      OR j.queue <> ALL (ARRAY(SELECT name FROM queue_settings WHERE paused OR max_running IS NOT NULL)))
               ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
-              LIMIT @max) w
+              -- Read only as far as the key has room (by its first job's
+              -- limit), not @max jobs of every key to keep one or two.
+              LIMIT LEAST(@max::integer, GREATEST(kfree.first_limit - kfree.running, 0))) w
     ) p
     WHERE kfree.running + p.n <= p.concurrency_limit
     UNION ALL
@@ -276,6 +316,9 @@ WITH gate AS MATERIALIZED (
         SELECT j.id, j.queue, j.priority, j.run_at FROM jobs j
         WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.run_at <= now()
           AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+          AND EXISTS (SELECT 1 FROM win)
+          AND EXISTS (SELECT 1 FROM win WHERE win.device IS NOT DISTINCT FROM j.device
+                        AND availability_fits(win.closes, j.timeout_ms, now()))
         ORDER BY j.priority, j.run_at, j.id
         LIMIT LEAST(GREATEST(qfree.free, 0), @max)
     ) p
@@ -599,3 +642,63 @@ SELECT pg_notify('leasehold_jobs', @queues::text);
 -- Wakes the reaper to look at the deadlines again: a new lease or a newly
 -- scheduled retry may come before the time it sleeps to.
 SELECT pg_notify('leasehold_reaper', '');
+
+-- name: JobWaitFacts :many
+-- What holds back each pending job of @ids, as queue.WhyWaiting reads it:
+-- one row per pending job (jobs in other states are left out), with its
+-- queue's pause and cap, its key's running jobs, and the workers seen
+-- within @online_ms that take its queue (and carry its device, if it names
+-- one), and how many of those could claim it now by their availability
+-- windows (claimers: "id labels" of the workers that claim). Each queue,
+-- key and (queue, device, timeout) is looked at once however many of the
+-- jobs share it, so a page of fifty jobs costs one statement.
+-- @now is NULL but in tests.
+WITH j AS MATERIALIZED (
+    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms
+    FROM jobs
+    WHERE id = ANY(@ids::bigint[]) AND state = 'pending'
+), seen AS MATERIALIZED (
+    SELECT w.id, w.device, w.queues, w.claiming, w.not_claiming FROM workers w
+    WHERE w.last_seen >= coalesce(sqlc.narg('now')::timestamptz, now()) - (@online_ms::bigint) * interval '1 millisecond'
+), q AS MATERIALIZED (
+    SELECT n.queue, COALESCE(s.paused, false) AS paused, s.paused_by, s.paused_at, s.max_running,
+           CASE WHEN s.max_running IS NOT NULL
+                THEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = n.queue) END AS queue_running,
+           (SELECT count(*) FROM seen WHERE n.queue = ANY(seen.queues)) AS queue_workers
+    FROM (SELECT DISTINCT queue FROM j) n
+    LEFT JOIN queue_settings s ON s.name = n.queue
+), k AS MATERIALIZED (
+    SELECT n.concurrency_key, count(r.id) AS key_running, min(r.id) AS key_holder
+    FROM (SELECT DISTINCT concurrency_key FROM j WHERE concurrency_key IS NOT NULL) n
+    LEFT JOIN jobs r ON r.state = 'running' AND r.concurrency_key = n.concurrency_key
+    GROUP BY n.concurrency_key
+), d AS MATERIALIZED (
+    SELECT n.queue, n.device, n.timeout_ms, count(seen.id) AS devices_online,
+           count(seen.id) FILTER (WHERE seen.claiming) AS devices_claiming,
+           -- as the claim statements decide it (availability windows)
+           count(seen.id) FILTER (WHERE seen.claiming AND EXISTS (
+               SELECT 1 FROM availability_claimable(seen.id, coalesce(string_to_array(seen.device, ','), '{}'),
+                                                    coalesce(sqlc.narg('now')::timestamptz, now())) c
+               WHERE c.device IS NOT DISTINCT FROM n.device
+                 AND availability_fits(c.closes, n.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now())))) AS devices_in_window,
+           coalesce(array_agg(seen.id || ' ' || coalesce(seen.device, '') ORDER BY seen.id)
+                    FILTER (WHERE seen.claiming), '{}')::text[] AS claimers,
+           coalesce(array_agg(seen.id || ': ' || coalesce(seen.not_claiming, 'not claiming') ORDER BY seen.id)
+                    FILTER (WHERE NOT seen.claiming), '{}')::text[] AS unfit
+    FROM (SELECT DISTINCT queue, device, timeout_ms FROM j) n
+    LEFT JOIN seen ON n.queue = ANY(seen.queues)
+                  AND (n.device IS NULL OR n.device = ANY(string_to_array(seen.device, ',')))
+    GROUP BY n.queue, n.device, n.timeout_ms
+)
+SELECT j.id, j.queue, j.run_at, j.attempt, j.device, j.concurrency_key, j.concurrency_limit, j.timeout_ms,
+       (j.run_at > coalesce(sqlc.narg('now')::timestamptz, now()))::boolean AS not_due,
+       q.paused::boolean AS paused, q.paused_by, q.paused_at, q.max_running,
+       COALESCE(q.queue_running, 0)::bigint AS queue_running, q.queue_workers::bigint AS queue_workers,
+       COALESCE(k.key_running, 0)::bigint AS key_running, COALESCE(k.key_holder, 0)::bigint AS key_holder,
+       d.devices_online::bigint AS devices_online, d.devices_claiming::bigint AS devices_claiming, d.unfit,
+       d.devices_in_window::bigint AS devices_in_window, d.claimers
+FROM j
+JOIN q ON q.queue = j.queue
+LEFT JOIN k ON k.concurrency_key = j.concurrency_key
+JOIN d ON d.queue = j.queue AND d.device IS NOT DISTINCT FROM j.device AND d.timeout_ms IS NOT DISTINCT FROM j.timeout_ms
+ORDER BY j.id;

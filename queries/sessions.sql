@@ -19,3 +19,15 @@ DELETE FROM sessions WHERE token_hash = @token_hash;
 
 -- name: SessionDeleteExpired :exec
 DELETE FROM sessions WHERE expires_at <= now();
+
+-- name: SessionsAlive :many
+-- Which of these sessions (of a server's open event streams) are live,
+-- renewing those in use, each at most once a minute (as SessionTouch):
+-- one statement for every stream of the server.
+WITH renewed AS (
+    UPDATE sessions SET last_seen_at = now(), expires_at = now() + (@ttl_s::integer) * interval '1 second'
+    WHERE token_hash = ANY(@token_hashes::bytea[]) AND expires_at > now() AND last_seen_at < now() - interval '1 minute'
+    RETURNING token_hash
+)
+SELECT token_hash FROM sessions WHERE token_hash = ANY(@token_hashes::bytea[]) AND expires_at > now()
+UNION SELECT token_hash FROM renewed;

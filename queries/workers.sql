@@ -3,15 +3,39 @@
 -- last said (@info, gathered @info_age_ms before the worker sent it, so
 -- info_at is by the database clock), the error of its last run, and
 -- whether the worker claims. A worker without a device-info command sends
--- none, and clears what an earlier run of it left.
+-- none, and clears what an earlier run of it left. @starting is the first
+-- presence of a worker process: a worker of that id started (again) now.
 INSERT INTO workers (id, device, queues, info, info_at, info_error, claiming, not_claiming)
 VALUES (@id, sqlc.narg('device'), @queues::text[], sqlc.narg('info'),
         now() - sqlc.narg('info_age_ms')::bigint * interval '1 millisecond',
         sqlc.narg('info_error'), @claiming, sqlc.narg('not_claiming'))
 ON CONFLICT (id) DO UPDATE
-SET last_seen = now(), device = EXCLUDED.device, queues = EXCLUDED.queues,
+SET last_seen = now(),
+    started_at = CASE WHEN @starting::boolean THEN now() ELSE workers.started_at END,
+    device = EXCLUDED.device, queues = EXCLUDED.queues,
     info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
     claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming;
+
+-- name: WorkerSeenMany :many
+-- The presence of many remote workers in one statement (a server's batch,
+-- queue.PresenceBatch): as WorkerSeen for each row of @reports, with its
+-- last_seen age_ms before now (when the server received it), and only
+-- for workers whose token is active; it returns the ids it recorded.
+-- queues are comma-joined (queue names hold no comma).
+INSERT INTO workers (id, device, queues, last_seen, info, info_at, info_error, claiming, not_claiming)
+SELECT r.id, r.device, string_to_array(r.queues, ','),
+       now() - r.age_ms * interval '1 millisecond',
+       r.info, now() - (r.age_ms + r.info_age_ms) * interval '1 millisecond',
+       r.info_error, r.claiming, r.not_claiming
+FROM jsonb_to_recordset(@reports::jsonb)
+     AS r(id text, device text, queues text, age_ms bigint, info jsonb, info_age_ms bigint,
+          info_error text, claiming boolean, not_claiming text)
+JOIN api_tokens t ON t.name = r.id AND t.role = 'worker' AND t.revoked_at IS NULL
+ON CONFLICT (id) DO UPDATE
+SET last_seen = greatest(workers.last_seen, EXCLUDED.last_seen), device = EXCLUDED.device, queues = EXCLUDED.queues,
+    info = EXCLUDED.info, info_at = EXCLUDED.info_at, info_error = EXCLUDED.info_error,
+    claiming = EXCLUDED.claiming, not_claiming = EXCLUDED.not_claiming
+RETURNING workers.id;
 
 -- name: WorkerDeviceAvailability :one
 -- For a job waiting on device @device in @queue: how many workers seen

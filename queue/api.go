@@ -87,6 +87,32 @@ func (d JobDetail) API() api.JobDetail {
 	return v
 }
 
+// API is the reason as the API shows it.
+func (w Waiting) API() *api.Waiting {
+	v := &api.Waiting{Kind: api.WaitKind(w.Kind), Queue: w.Queue, Unfit: w.Unfit}
+	if w.Device != "" {
+		v.Device = &w.Device
+	}
+	switch w.Kind {
+	case WaitQueuePaused:
+		v.PausedBy, v.PausedAt = w.PausedBy, api.TimePtr(w.PausedAt)
+	case WaitQueueAtCap:
+		v.Running, v.Limit = &w.Running, &w.Limit
+	case WaitKeyHeld:
+		v.Running, v.Limit, v.ConcurrencyKey, v.HeldBy = &w.Running, &w.Limit, &w.Key, &w.HeldBy
+	case WaitBackoff, WaitScheduled:
+		v.Until = api.TimePtr(w.Until)
+	case WaitDevicesUnfit:
+		v.DevicesOnline = &w.Online
+	case WaitOutsideWindow:
+		v.Until = api.TimePtr(w.Until)
+		if w.Window != nil {
+			v.Window, v.WindowOf = &w.Window.Text, &w.WindowOf
+		}
+	}
+	return v
+}
+
 // API is the attempt as the API shows it.
 func (a Attempt) API() api.Attempt {
 	return api.Attempt{
@@ -111,7 +137,7 @@ func (e Effect) API() api.Effect {
 func (a Artifact) API() api.Artifact {
 	return api.Artifact{
 		ID: a.ID, Attempt: a.Attempt, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType, Size: a.Size,
-		SHA256: a.SHA256, Width: a.Width, Height: a.Height, URL: fmt.Sprintf("/artifacts/%d", a.ID),
+		SHA256: a.SHA256, Width: a.Width, Height: a.Height, Step: a.Step, URL: fmt.Sprintf("/artifacts/%d", a.ID),
 		CreatedAt: api.Time(a.CreatedAt),
 	}
 }
@@ -121,7 +147,7 @@ func (a Artifact) API() api.Artifact {
 func ArtifactFromAPI(jobID int64, a api.Artifact) Artifact {
 	return Artifact{
 		ID: a.ID, JobID: jobID, Attempt: a.Attempt, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
-		Size: a.Size, SHA256: a.SHA256, Width: a.Width, Height: a.Height, CreatedAt: time.Time(a.CreatedAt),
+		Size: a.Size, SHA256: a.SHA256, Width: a.Width, Height: a.Height, Step: a.Step, CreatedAt: time.Time(a.CreatedAt),
 	}
 }
 
@@ -190,7 +216,7 @@ func EffectStartFromAPI(r api.EffectStartResponse) EffectStart {
 
 // API is the request that says p.
 func (p Presence) API() api.PresenceRequest {
-	r := api.PresenceRequest{Queues: p.Queues, Devices: p.Devices}
+	r := api.PresenceRequest{Queues: p.Queues, Devices: p.Devices, Starting: p.Starting}
 	if d := p.Device; d != nil {
 		r.InfoError, r.Claiming, r.Reason = d.Error, &d.Claiming, d.Reason
 		if d.Info != nil {

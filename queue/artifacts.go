@@ -30,7 +30,11 @@ type Artifact struct {
 	SHA256      string
 	Width       *int32
 	Height      *int32
-	CreatedAt   time.Time
+	// Step is the step of its attempt the executor says the artifact
+	// belongs to (>= 1; nil: not given): a replay shows it with the
+	// message of the progress event of the same step.
+	Step      *int32
+	CreatedAt time.Time
 }
 
 // maxArtifactName is the artifacts.name column's bound.
@@ -42,12 +46,25 @@ func (c *Client) RecordArtifact(ctx context.Context, l Lease, a Artifact) (Artif
 	if err := CheckText("name", a.Name, maxArtifactName); err != nil {
 		return Artifact{}, err // package artifact cleans names first; this is the rule it meets
 	}
-	row, err := c.q.ArtifactInsert(ctx, db.ArtifactInsertParams{
-		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
-		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height,
-	})
+	if a.Step != nil && (*a.Step < 1 || *a.Step > MaxStep) {
+		return Artifact{}, invalid("step", "must be between 1 and %d", MaxStep)
+	}
+	rec, err := insertArtifact(ctx, c.q, l, a)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Artifact{}, c.refused(ctx, "artifact", l)
+	}
+	return rec, err
+}
+
+// insertArtifact inserts a's row; pgx.ErrNoRows when the lease is not
+// current.
+func insertArtifact(ctx context.Context, q *db.Queries, l Lease, a Artifact) (Artifact, error) {
+	row, err := q.ArtifactInsert(ctx, db.ArtifactInsertParams{
+		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
+		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height, Step: a.Step,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Artifact{}, err
 	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("recording artifact: %w", err)
@@ -92,6 +109,6 @@ func (c *Client) artifacts(ctx context.Context, jobID int64) ([]Artifact, error)
 func artifactFromRow(r db.Artifact) Artifact {
 	return Artifact{
 		ID: r.ID, JobID: r.JobID, Attempt: r.Attempt, Kind: r.Kind, Name: r.Name, ContentType: r.ContentType,
-		Size: r.Size, SHA256: r.Sha256, Width: r.Width, Height: r.Height, CreatedAt: r.CreatedAt,
+		Size: r.Size, SHA256: r.Sha256, Width: r.Width, Height: r.Height, Step: r.Step, CreatedAt: r.CreatedAt,
 	}
 }

@@ -71,3 +71,55 @@ func TestClaimGateSkipsClaimsOnceTheJobsAreGone(t *testing.T) {
 		t.Fatalf("%d claims for the second notification", c)
 	}
 }
+
+// A long poll's first claim is skipped when a claim of the same key came
+// back empty after the last notification: the polls of an idle fleet that
+// end and begin again cost nothing. A notification published since (of
+// any queue), another key, or a first claim that found jobs each claim.
+func TestClaimGateFirstSkipsOnlyWhatNothingCanHaveChanged(t *testing.T) {
+	t.Parallel()
+	n := NewJobNotifier(nil, nil)
+	gate := NewClaimGate(n, 4)
+	var claims, available int
+	claim := func() ([]Job, error) {
+		claims++
+		if available > 0 {
+			available--
+			return []Job{{ID: 1}}, nil
+		}
+		return nil, nil
+	}
+	p := ClaimParams{Queues: []string{"default"}}
+	first := func(p ClaimParams) int {
+		jobs, err := gate.First(n.Waiter(), p, claim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(jobs)
+	}
+	n.publish("") // the listener's first session
+	if first(p); claims != 1 {
+		t.Fatalf("%d claims for the first poll, want 1", claims)
+	}
+	for range 5 {
+		first(p)
+	}
+	if claims != 1 {
+		t.Fatalf("%d claims after five more polls with nothing published, want still 1", claims)
+	}
+	if first(ClaimParams{Queues: []string{"default"}, Devices: []string{"pixel"}}); claims != 2 {
+		t.Fatalf("another key: %d claims, want 2", claims)
+	}
+	n.publish("other") // any notification: the gate does not judge its queues
+	available = 1
+	if got := first(p); got != 1 || claims != 3 {
+		t.Fatalf("after a notification: got %d jobs in %d claims, want 1 in 3", got, claims)
+	}
+	// A claim that found a job records nothing: the next poll claims.
+	if first(p); claims != 4 {
+		t.Fatalf("after a claim that took a job: %d claims, want 4", claims)
+	}
+	if first(p); claims != 4 {
+		t.Fatalf("after that one came back empty: %d claims, want still 4", claims)
+	}
+}

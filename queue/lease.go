@@ -137,16 +137,14 @@ func (c *Client) claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 		// Limited jobs first, while there are any: they are few at a time
 		// (their limits say how few), and after the free ones they would
 		// wait for as long as free jobs remain.
-		jobs, found, err := c.claimLimited(ctx, p, p.Limit, lease)
+		// The free jobs for the room left are claimed in the same
+		// transaction.
+		jobs, found, err := c.claimLimited(ctx, p, p.Limit, lease, true)
 		if err != nil {
 			return nil, err
 		}
 		c.limits.set(p, found)
-		if len(jobs) == p.Limit {
-			return jobs, nil
-		}
-		more, err := c.claimFree(ctx, p, p.Limit-len(jobs), lease)
-		return append(jobs, more...), err
+		return jobs, nil
 	}
 	// The fast path, and in the same round trip and transaction whether
 	// any limit applies to these queues (two probes of nearly empty
@@ -160,7 +158,7 @@ func (c *Client) claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	if !anyLimited || len(jobs) == p.Limit {
 		return jobs, nil
 	}
-	more, _, err := c.claimLimited(ctx, p, p.Limit-len(jobs), lease)
+	more, _, err := c.claimLimited(ctx, p, p.Limit-len(jobs), lease, false)
 	return append(jobs, more...), err
 }
 
@@ -189,15 +187,6 @@ func handoverMs(handover, lease time.Duration) *int32 {
 	}
 	ms := int32(max(min(handover, lease), time.Millisecond) / time.Millisecond)
 	return &ms
-}
-
-// claimFree is the fast path: jobs no limit applies to.
-func (c *Client) claimFree(ctx context.Context, p ClaimParams, limit int, lease time.Duration) ([]Job, error) {
-	rows, err := c.q.JobClaim(ctx, c.claimParams(p, limit, lease))
-	if err != nil {
-		return nil, fmt.Errorf("claiming jobs: %w", err)
-	}
-	return toJobs(rows), nil
 }
 
 // HeartbeatResult is what a renewed lease tells its worker.
@@ -303,6 +292,19 @@ const ProgressKept = 200
 // (NaN: none given), anything else a *ValidationError, as is a message
 // CheckText refuses. The attempt keeps its newest ProgressKept.
 func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, message string) error {
+	return c.ProgressStep(ctx, l, 0, fraction, message)
+}
+
+// MaxStep bounds the step an artifact or a progress report names.
+const MaxStep = 1_000_000
+
+// ProgressStep is Progress for the given step of the attempt (1..MaxStep,
+// stored as detail.step; 0: none), the step the attempt's artifacts of
+// the same number belong to (see ReplaySteps).
+func (c *Client) ProgressStep(ctx context.Context, l Lease, step int32, fraction float64, message string) error {
+	if step < 0 || step > MaxStep {
+		return invalid("step", "must be between 1 and %d", MaxStep)
+	}
 	if fraction < 0 || fraction > 1 {
 		return invalid("progress", "must be between 0 and 1")
 	}
@@ -312,6 +314,9 @@ func (c *Client) Progress(ctx context.Context, l Lease, fraction float64, messag
 	event := map[string]any{"message": message}
 	if !math.IsNaN(fraction) && !math.IsInf(fraction, 0) {
 		event["progress"] = fraction
+	}
+	if step > 0 {
+		event["step"] = step
 	}
 	detail, err := json.Marshal(event)
 	if err != nil {

@@ -3,11 +3,10 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/db"
 )
@@ -32,19 +31,20 @@ const (
 	limitedRetryDelay = 2 * time.Millisecond
 )
 
-// claimLimited claims up to limit jobs that limits apply to. found
-// reports that any limit applies to p's queues (a capped queue, or due
-// keyed jobs), whether or not it had room.
-func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lease time.Duration) (jobs []Job, found bool, err error) {
+// claimLimited claims up to limit jobs that limits apply to, and with
+// withFree, in the same transaction, free jobs for the room left (see
+// claimLimitedOnce). found reports that any limit applies to p's queues
+// (a capped queue, or due keyed jobs), whether or not it had room.
+func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree bool) (jobs []Job, found bool, err error) {
 	delay := limitedRetryDelay
 	for try := 0; ; try++ {
-		got, limits, contended, err := c.claimLimitedOnce(ctx, p, limit-len(jobs), lease)
+		once, err := c.claimLimitedOnce(ctx, p, limit-len(jobs), lease, withFree, try >= limitedRetries)
 		if err != nil {
 			return jobs, true, err
 		}
-		jobs = append(jobs, got...)
-		found = found || limits > 0
-		if !contended || len(jobs) >= limit || try >= limitedRetries {
+		jobs = append(jobs, once.jobs...)
+		found = found || once.limits > 0
+		if !once.contended || len(jobs) >= limit || try >= limitedRetries {
 			return jobs, found, nil
 		}
 		select {
@@ -54,6 +54,20 @@ func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lea
 		}
 		delay *= 2
 	}
+}
+
+// openQueues are queues but closed.
+func openQueues(queues, closed []string) []string {
+	if len(closed) == 0 {
+		return queues
+	}
+	var open []string
+	for _, q := range queues {
+		if !slices.Contains(closed, q) {
+			open = append(open, q)
+		}
+	}
+	return open
 }
 
 // limitsSeen remembers, per set of queues and devices, whether limits
@@ -90,46 +104,90 @@ func (l *limitsSeen) set(p ClaimParams, found bool) {
 	l.seen[key] = true
 }
 
-// claimLimitedOnce is one limited claim. contended reports that a limit
-// it could have claimed under was held by another claimer.
-func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int, lease time.Duration) (jobs []Job, limits int, contended bool, err error) {
-	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		q := c.q.WithTx(tx)
-		held, err := q.JobClaimLimitedLock(ctx, db.JobClaimLimitedLockParams{
-			Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
-		})
-		if err != nil {
-			return fmt.Errorf("locking limits: %w", err)
+// limitedClaim is what one limited claim found.
+type limitedClaim struct {
+	jobs []Job
+	// limits is how many limits apply (capped queues, with room or
+	// not, and keys of due jobs).
+	limits int
+	// contended reports that a limit the claim could have claimed under
+	// was held by another claimer.
+	contended bool
+}
+
+// claimLimitedOnce is one limited claim, one transaction: it locks the
+// limits that have room (JobClaimLimitedLock), claims within those it
+// holds (JobClaimLimited), and with withFree claims free jobs for the
+// room left (JobClaim) before it commits, from the queues that are
+// neither paused nor capped: a claim costs one commit, and none reads
+// the jobs waiting behind a cap. A try that found a limit held by
+// another claimer leaves the free jobs to a later one (final is the
+// last), so that they do not take the room of limited jobs it will
+// still try for. The statements go in two round trips, three when free
+// jobs follow limited ones (db.JobClaimLimitedBegin).
+func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree, final bool) (limitedClaim, error) {
+	var out limitedClaim
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return out, fmt.Errorf("claiming limited jobs: %w", err)
+	}
+	// A connection left in the transaction by an error is closed, not
+	// reused (pgxpool closes one released in a transaction).
+	defer conn.Release()
+	held, err := db.JobClaimLimitedBegin(ctx, conn, db.JobClaimLimitedLockParams{
+		WorkerID: p.WorkerID, Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
+	})
+	if err != nil {
+		return out, fmt.Errorf("locking limits: %w", err)
+	}
+	var queues, keys, closed []string
+	for _, l := range held {
+		if l.Scope != "key" {
+			closed = append(closed, l.Name)
 		}
-		var queues, keys []string
-		limits = len(held)
-		for _, l := range held {
-			switch {
-			case !l.Locked:
-				contended = true
-			case l.Scope == "queue":
-				queues = append(queues, l.Name)
-			default:
-				keys = append(keys, l.Name)
-			}
+		if l.Scope != "paused" {
+			out.limits++
 		}
-		if len(queues) == 0 && len(keys) == 0 {
-			return nil
+		switch {
+		case !l.Locked:
+			out.contended = true
+		case l.Scope == "queue":
+			queues = append(queues, l.Name)
+		case l.Scope == "key":
+			keys = append(keys, l.Name)
 		}
-		rows, err := q.JobClaimLimited(ctx, db.JobClaimLimitedParams{
+	}
+	var jobs []Job
+	open := openQueues(p.Queues, closed)
+	freeToo := withFree && (!out.contended || final) && len(open) > 0
+	if len(queues) > 0 || len(keys) > 0 {
+		// Committed with this batch unless free jobs may follow.
+		rows, _, err := db.JobClaimLimitedSend(ctx, conn, &db.JobClaimLimitedParams{
 			LockedQueues: append([]string{}, queues...), LockedKeys: append([]string{}, keys...),
 			Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 			WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
 			HandoverMs: handoverMs(p.Handover, lease), TokenID: tokenID(p),
-		})
+		}, nil, !freeToo)
 		if err != nil {
-			return fmt.Errorf("claiming limited jobs: %w", err)
+			return limitedClaim{limits: out.limits}, fmt.Errorf("claiming limited jobs: %w", err)
 		}
 		jobs = toJobs(rows)
-		return nil
-	})
-	if err != nil {
-		return nil, limits, false, err
+		if !freeToo {
+			out.jobs = jobs
+			return out, nil
+		}
 	}
-	return jobs, limits, contended, nil
+	var free *db.JobClaimParams
+	if freeToo && len(jobs) < limit {
+		f := p
+		f.Queues = open
+		fp := c.claimParams(f, limit-len(jobs), lease)
+		free = &fp
+	}
+	_, rows, err := db.JobClaimLimitedSend(ctx, conn, nil, free, true)
+	if err != nil {
+		return limitedClaim{limits: out.limits}, fmt.Errorf("claiming jobs: %w", err)
+	}
+	out.jobs = append(jobs, toJobs(rows)...)
+	return out, nil
 }

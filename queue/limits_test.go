@@ -161,6 +161,20 @@ type interval struct {
 	start, end time.Time
 }
 
+// checkLimits fails the test for each limit that was exceeded, and for
+// each under which nothing ran (most is maxOverlap's answer).
+func checkLimits(t *testing.T, most, limits map[string]int) {
+	t.Helper()
+	for g, limit := range limits {
+		if most[g] > limit {
+			t.Errorf("%s: %d ran at once, limit %d", g, most[g], limit)
+		}
+		if most[g] == 0 {
+			t.Errorf("%s: nothing ran", g)
+		}
+	}
+}
+
 // maxOverlap is the most intervals of one group open at one moment.
 func maxOverlap(intervals []interval) map[string]int {
 	type edge struct {
@@ -285,14 +299,7 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 	}
 	most := maxOverlap(intervals)
 	t.Logf("most at once: %v over %d attempts", most, len(intervals))
-	for g, limit := range limits {
-		if most[g] > limit {
-			t.Errorf("%s: %d ran at once, limit %d", g, most[g], limit)
-		}
-		if most[g] == 0 {
-			t.Errorf("%s: nothing ran", g)
-		}
-	}
+	checkLimits(t, most, limits)
 	// The test would see a breach: the account key's limit of 3 is reached.
 	if most["key:account-3"] < 2 {
 		t.Errorf("account-3 never ran two at once (%d): the claimers did not contend", most["key:account-3"])

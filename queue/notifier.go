@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,19 @@ type JobNotifier struct {
 	latest uint64 // seq of the last notification published
 	// changes, when set, hears every change the database announces.
 	changes func(Change)
+	// tokens, when set, hears when API tokens changed (WatchTokens).
+	tokens func(listening bool)
+	// reaper, when set, hears the reaper's wake-ups (ReaperWakes).
+	reaper *ReaperWakes
 }
+
+// tokensChanged is the payload on the jobs channel that says an API
+// token was revoked or given another secret (queries/api_tokens.sql,
+// TokensChanged); no queue is named so (queue names never hold "!").
+const tokensChanged = "!tokens"
+
+// reaperChannel is the reaper's wake-ups (queries/jobs.sql).
+const reaperChannel = "leasehold_reaper"
 
 // notification is one link of a chain: done is closed when it arrives,
 // and from then on queues and after are set.
@@ -85,6 +98,77 @@ const (
 // goroutine: it must not block. Call it before Run.
 func (n *JobNotifier) WatchChanges(fn func(Change)) { n.changes = fn }
 
+// WatchTokens makes the notifier call fn(true) once it listens (after
+// every reconnection) and on every change of an API token, and fn(false)
+// when its connection ends: what apitoken.Store.Listening needs to
+// remember tokens safely. fn runs on the listener's goroutine: it must
+// not block. Call it before Run.
+func (n *JobNotifier) WatchTokens(fn func(listening bool)) { n.tokens = fn }
+
+// ReaperWakes makes the notifier also hear the reaper's wake-ups
+// (leasehold_reaper) on the same connection, and returns where they
+// arrive. PostgreSQL wakes every listening session of a database for
+// every notification on any channel, each wake a transaction: a process
+// whose reaper listened on a session of its own cost two for every job
+// announced and every freed limit. Call it before Run.
+func (n *JobNotifier) ReaperWakes() *ReaperWakes {
+	if n.reaper == nil {
+		n.reaper = &ReaperWakes{signal: make(chan struct{}, 1)}
+	}
+	return n.reaper
+}
+
+// ReaperWakes holds the soonest wake-up the reaper was asked for and not
+// yet took. A claim's notification carries how soon its earliest new
+// lease can end (ms); any other payload, and every (re)connection of the
+// listener (notifications sent while it was not listening are lost), asks
+// for a wake-up now.
+type ReaperWakes struct {
+	mu      sync.Mutex
+	pending time.Time // zero: none
+	signal  chan struct{}
+}
+
+func (r *ReaperWakes) note(payload string) {
+	at := time.Now()
+	if ms, err := strconv.ParseFloat(payload, 64); err == nil {
+		at = at.Add(time.Duration(ms * float64(time.Millisecond)))
+	}
+	r.mu.Lock()
+	if r.pending.IsZero() || at.Before(r.pending) {
+		r.pending = at
+	}
+	r.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Sleep waits until until, or until a wake-up sooner than until was asked
+// for (woke); wake-ups asked for at or after until are dropped, since
+// the reaper looks again then anyway.
+func (r *ReaperWakes) Sleep(ctx context.Context, until time.Time) (woke bool, err error) {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		at := r.pending
+		r.pending = time.Time{}
+		r.mu.Unlock()
+		if !at.IsZero() && at.Before(until) {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+			return false, nil
+		case <-r.signal:
+		}
+	}
+}
+
 // session listens on one connection until it fails; listened reports
 // that it got as far as listening.
 func (n *JobNotifier) session(ctx context.Context) (listened bool, err error) {
@@ -95,6 +179,16 @@ func (n *JobNotifier) session(ctx context.Context) (listened bool, err error) {
 	defer conn.Close(context.Background())
 	if err := db.New(conn).ListenJobs(ctx); err != nil {
 		return false, fmt.Errorf("listening: %w", err)
+	}
+	if n.reaper != nil {
+		if err := db.New(conn).ListenReaper(ctx); err != nil {
+			return false, fmt.Errorf("listening for reaper wake-ups: %w", err)
+		}
+		n.reaper.note("")
+	}
+	if n.tokens != nil {
+		n.tokens(true)
+		defer n.tokens(false)
 	}
 	if n.changes != nil {
 		if err := db.New(conn).ListenChanges(ctx); err != nil {
@@ -108,6 +202,12 @@ func (n *JobNotifier) session(ctx context.Context) (listened bool, err error) {
 		if err != nil {
 			return true, fmt.Errorf("waiting for jobs: %w", err)
 		}
+		if msg.Channel == reaperChannel {
+			if n.reaper != nil {
+				n.reaper.note(msg.Payload)
+			}
+			continue
+		}
 		if msg.Channel == changesChannel {
 			if n.changes == nil {
 				continue
@@ -118,6 +218,15 @@ func (n *JobNotifier) session(ctx context.Context) (listened bool, err error) {
 				continue
 			}
 			n.changes(ch)
+			continue
+		}
+		if msg.Payload == tokensChanged {
+			if n.tokens != nil {
+				n.tokens(true)
+			}
+			// Waiting claims claim again: those of a revoked token end
+			// (ErrTokenRevoked), even if its leases were never ended.
+			n.publish("")
 			continue
 		}
 		n.publish(msg.Payload)
@@ -140,13 +249,16 @@ type Waiter struct {
 	n    *JobNotifier
 	cur  *notification
 	seen uint64
+	// from is the last notification published before the waiter was
+	// taken: it hears every one after it.
+	from uint64
 }
 
 // Waiter returns a waiter positioned at the next notification.
 func (n *JobNotifier) Waiter() *Waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return &Waiter{n: n, cur: n.next}
+	return &Waiter{n: n, cur: n.next, from: n.latest}
 }
 
 // Wait blocks until a notification names one of queues (or all queues),
@@ -200,6 +312,42 @@ func NewClaimGate(n *JobNotifier, concurrent int) *ClaimGate {
 	return &ClaimGate{notifier: n, slots: make(chan struct{}, max(concurrent, 1)), empty: map[string]uint64{}}
 }
 
+// First runs a long poll's first claim, the one before its waiter w has
+// heard anything, unless it need not: when a claim with the same key came
+// back empty and began after every notification published before w was
+// taken, nothing can have become due for this one that w will not hear
+// of (every change that makes a job claimable notifies). So a fleet of
+// idle workers whose polls end and begin again, each poll of the same
+// key after the first, costs the database nothing. It returns no jobs
+// and no error when it skipped.
+func (g *ClaimGate) First(w *Waiter, p ClaimParams, claim func() ([]Job, error)) ([]Job, error) {
+	key := gateKey(p)
+	g.mu.Lock()
+	empty, ok := g.empty[key]
+	g.mu.Unlock()
+	if ok && empty >= w.from {
+		return nil, nil
+	}
+	jobs, err := claim()
+	if err == nil && len(jobs) == 0 {
+		g.recordEmpty(key, w.from) // it began after w was taken
+	}
+	return jobs, err
+}
+
+func gateKey(p ClaimParams) string {
+	return strings.Join(p.Queues, ",") + "|" + strings.Join(p.Devices, ",")
+}
+
+func (g *ClaimGate) recordEmpty(key string, began uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.empty) >= maxGateKeys {
+		clear(g.empty)
+	}
+	g.empty[key] = max(g.empty[key], began)
+}
+
 // Claim runs claim for a waiter that w woke, unless it need not. It returns
 // no jobs and no error when it skipped, or when ctx ended while it waited
 // for a slot.
@@ -210,7 +358,7 @@ func (g *ClaimGate) Claim(ctx context.Context, w *Waiter, p ClaimParams, claim f
 		return nil, nil
 	}
 	defer func() { <-g.slots }()
-	key := strings.Join(p.Queues, ",") + "|" + strings.Join(p.Devices, ",")
+	key := gateKey(p)
 	g.mu.Lock()
 	skip := g.empty[key] >= w.Seen()
 	g.mu.Unlock()
@@ -220,12 +368,7 @@ func (g *ClaimGate) Claim(ctx context.Context, w *Waiter, p ClaimParams, claim f
 	began := g.notifier.Latest()
 	jobs, err := claim()
 	if err == nil && len(jobs) == 0 {
-		g.mu.Lock()
-		if len(g.empty) >= maxGateKeys {
-			clear(g.empty)
-		}
-		g.empty[key] = max(g.empty[key], began)
-		g.mu.Unlock()
+		g.recordEmpty(key, began)
 	}
 	return jobs, err
 }

@@ -19,6 +19,9 @@ type Presence struct {
 	// Device is what its device-info command last said; nil for a worker
 	// that has none.
 	Device *DeviceReport
+	// Starting marks the first presence of a worker process: a worker of
+	// this id (re)started, and /workers dates its start from now.
+	Starting bool
 }
 
 // DeviceReport is the state of a worker's device-info runs.
@@ -49,7 +52,7 @@ func (c *Client) WorkerSeen(ctx context.Context, p Presence) error {
 	if err := checkDevices(p.Devices); err != nil {
 		return err
 	}
-	params := db.WorkerSeenParams{ID: p.ID, Queues: p.Queues, Claiming: true}
+	params := db.WorkerSeenParams{ID: p.ID, Queues: p.Queues, Claiming: true, Starting: p.Starting}
 	if len(p.Devices) > 0 {
 		params.Device = ptr(strings.Join(p.Devices, ","))
 	}

@@ -61,11 +61,11 @@ func (c *Client) DetailRecent(ctx context.Context, id int64, max, chars int) (d 
 	return d, total, err
 }
 
-// ProgressBefore is the message of the latest progress event of attempt
-// number of job jobID at or before at: a replay step's message (see
-// ReplayStep) read alone, "" for none.
-func (c *Client) ProgressBefore(ctx context.Context, jobID int64, number int32, at time.Time) (string, error) {
-	m, err := c.q.EventProgressBefore(ctx, db.EventProgressBeforeParams{JobID: jobID, Attempt: number, At: at})
+// ProgressBefore is the message of screenshot shot's replay step (see
+// ReplayStep) read alone: the latest progress event of its attempt of
+// its Step, or else at or before its time; "" for none.
+func (c *Client) ProgressBefore(ctx context.Context, shot Artifact) (string, error) {
+	m, err := c.q.EventProgressBefore(ctx, db.EventProgressBeforeParams{JobID: shot.JobID, Attempt: shot.Attempt, At: shot.CreatedAt, Step: shot.Step})
 	if err != nil {
 		return "", fmt.Errorf("reading a step's message: %w", err)
 	}

@@ -177,3 +177,42 @@
     document.documentElement.setAttribute("data-live", "stream");
   });
 })();
+
+// The menu at phone size: the header's Menu button opens and closes the
+// navigation (CSS shows the button only on narrow screens, and shows the
+// navigation itself when scripts are off). Escape closes it again.
+(function () {
+  "use strict";
+  var toggle = document.querySelector("[aria-controls=main-nav]");
+  if (!toggle) return;
+  function set(open) { toggle.setAttribute("aria-expanded", open ? "true" : "false"); }
+  toggle.addEventListener("click", function () { set(toggle.getAttribute("aria-expanded") !== "true"); });
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "Escape" || toggle.getAttribute("aria-expanded") !== "true") return;
+    set(false);
+    toggle.focus();
+  });
+})();
+
+// A table wider than its box scrolls in it (.table-wrap): such a box
+// takes the keyboard's focus, so that the arrow keys scroll it, and is
+// named for screen readers. Checked again after every swap and resize.
+(function () {
+  "use strict";
+  function mark() {
+    document.querySelectorAll(".table-wrap").forEach(function (w) {
+      var scrolls = w.scrollWidth > w.clientWidth;
+      if (scrolls && !w.hasAttribute("tabindex")) {
+        w.setAttribute("tabindex", "0");
+        w.setAttribute("role", "region");
+        w.setAttribute("aria-label", "Table, scrolls sideways");
+        w.setAttribute("data-scrolls", "");
+      } else if (!scrolls && w.hasAttribute("data-scrolls")) {
+        ["tabindex", "role", "aria-label", "data-scrolls"].forEach(function (a) { w.removeAttribute(a); });
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", mark);
+  document.addEventListener("htmx:afterSettle", mark);
+  window.addEventListener("resize", mark);
+})();

@@ -186,3 +186,39 @@ func jobRenderNode(n *html.Node) string {
 	_ = html.Render(&b, n)
 	return b.String()
 }
+
+// Webhook deliveries are kept on the job page, in a table of their own
+// under their own heading, not among the job's own events.
+func TestJobPageShowsWebhookDeliveriesApart(t *testing.T) {
+	t.Parallel()
+	v := jobSample("succeeded")
+	own := len(v.Events)
+	at := v.Events[0].At
+	v.Events = append([]templates.JobEvent{
+		{At: at.Add(2 * time.Second), Type: "webhook.delivered", Detail: `{"status":200,"attempt":2}`},
+		{At: at.Add(time.Second), Type: "webhook.failed", Detail: `{"status":503,"attempt":1}`},
+	}, v.Events...)
+	d := renderHTML(t, templates.JobPage(jobTestPage, v))
+	if n := len(d.All("event")); n != own {
+		t.Errorf("%d rows among the job's events, want its own %d", n, own)
+	}
+	for _, e := range d.All("event") {
+		if strings.HasPrefix(htmltest.Attr(e, "data-type"), "webhook.") {
+			t.Errorf("%s among the job's own events", htmltest.Attr(e, "data-type"))
+		}
+	}
+	table := d.One(t, "webhook-deliveries")
+	var got []string
+	for _, e := range htmltest.ByTestID(table, "webhook-event") {
+		got = append(got, htmltest.Attr(e, "data-type"))
+	}
+	if strings.Join(got, ",") != "webhook.delivered,webhook.failed" {
+		t.Errorf("deliveries %q", got)
+	}
+	if h := htmltest.ByID(d.Root, htmltest.Attr(table, "aria-labelledby")); h == nil || !strings.HasPrefix(htmltest.Text(h), "Webhook deliveries") {
+		t.Errorf("the deliveries' table is not labelled by its heading")
+	}
+	if d := renderHTML(t, templates.JobPage(jobTestPage, jobSample("succeeded"))); len(d.All("webhook-deliveries")) != 0 {
+		t.Error("a job without deliveries shows their table")
+	}
+}

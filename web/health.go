@@ -47,7 +47,7 @@ func (s *server) healthReady(c echo.Context) error {
 	writable := func() error { return checkWritable(s.artifactsDir) }
 	if s.artifacts != nil {
 		// Where uploads are actually written.
-		writable = s.artifacts.CheckWritable
+		writable = func() error { return s.artifacts.CheckWritable(ctx) }
 	}
 	if err := writable(); err != nil {
 		body.ArtifactStorage = "not writable: " + err.Error()

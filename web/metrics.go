@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/replica"
 )
 
 // countsTimeout bounds the database read of one scrape.
@@ -86,6 +87,34 @@ func (m *Metrics) ObserveRole(role string, active func() bool) {
 		}
 		return 0
 	}))
+}
+
+// ObserveReadReplica exposes what r's last check of the read replica
+// found: leasehold_read_replica_lag_seconds (-1 while it cannot be told:
+// unreachable, not streaming) and leasehold_read_replica_reading, 1 while
+// reads go to the replica. Both come from the check's memory: a scrape
+// asks no database.
+func (m *Metrics) ObserveReadReplica(r *replica.Reads) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "leasehold_read_replica_lag_seconds",
+			Help: "How far the read replica's replay was behind the primary at its last check (each second); -1 when unknown (unreachable, not streaming).",
+		}, func() float64 {
+			if s := r.Status(); s.LagKnown {
+				return s.Lag.Seconds()
+			}
+			return -1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "leasehold_read_replica_reading",
+			Help: "1 while this process sends the dashboard's reads to the read replica, 0 while it reads the primary (replica behind or away).",
+		}, func() float64 {
+			if r.Status().Reading {
+				return 1
+			}
+			return 0
+		}),
+	)
 }
 
 // metricsHandler serves the registry. A failed database read drops the

@@ -130,6 +130,11 @@ func TestDeadPageRetry(t *testing.T) {
 	if loc != "/dead?done=retried%3A1" || htmltest.Text(parseHTML(t, page).One(t, "notice")) != "1 job retried." {
 		t.Fatalf("retry one: %q", loc)
 	}
+	// The list refreshes itself at once (the retry changed it): with the
+	// notice's parameters, or the refresh would take the notice away.
+	if get := htmltest.Attr(parseHTML(t, page).One(t, "dead-live"), "hx-get"); get != "/dead?done=retried%3A1" {
+		t.Errorf("the live refresh asks %q, which drops the notice", get)
+	}
 	if listsRowIDs(t, parseHTML(t, page), "dead-row")[0] != dead[4] || f.listsState(t, dead[0]) != queue.StatePending {
 		t.Fatal("retried job still dead")
 	}

@@ -232,3 +232,47 @@ func TestJobPageActionsRefuseForgedForms(t *testing.T) {
 		t.Fatalf("a forged retry changed the job to %s", j.State)
 	}
 }
+
+// A dead letter retried by hand runs its fourth attempt of three: the page
+// says which attempt it is, how many count, and who retried it, rather
+// than "4 of 3".
+func TestJobPageRetriedDeadLetterInWords(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	j := f.submit(t, `{"kind":"report","max_attempts":3,"backoff_base_ms":0}`)
+	for range 3 {
+		l := f.claimInvestigation(t, j.ID)
+		if _, err := f.queue.Fail(f.ctx, l, "boom", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := f.listsState(t, j.ID); st != queue.StateDead {
+		t.Fatalf("after 3 failures: %s", st)
+	}
+	if _, err := f.queue.RetryOne(f.ctx, j.ID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	f.claimInvestigation(t, j.ID)
+
+	d := parseHTML(t, b.get(t, jobPagePath(j.ID)).want(t, http.StatusOK))
+	if got := htmltest.Text(d.One(t, "job-attempt")); got != "attempt 4 · 0 counted against the limit of 3" {
+		t.Errorf("attempt: %q", got)
+	}
+	if got := htmltest.Text(d.One(t, "job-retried")); !strings.HasPrefix(got, "retried by admin ") || !strings.HasSuffix(got, ", which starts a fresh count") {
+		t.Errorf("retried: %q", got)
+	}
+
+	// A job that was never retried and counts every attempt keeps "n of m".
+	k := f.submit(t, `{"kind":"report","max_attempts":3,"backoff_base_ms":0}`)
+	if _, err := f.queue.Fail(f.ctx, f.claimInvestigation(t, k.ID), "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	d = parseHTML(t, b.get(t, jobPagePath(k.ID)).want(t, http.StatusOK))
+	if got := htmltest.Text(d.One(t, "job-attempt")); got != "1 of 3" {
+		t.Errorf("attempt of a job never retried: %q", got)
+	}
+	if n := len(d.All("job-retried")); n != 0 {
+		t.Errorf("a job never retried says it was (%d)", n)
+	}
+}

@@ -379,3 +379,47 @@ func listsRawPost(t *testing.T, f *fixture, path string, form url.Values, origin
 	}
 	return req
 }
+
+// The WORKER column names the worker running a job, and nobody for a
+// pending one, although lease_owner still names its last holder; a
+// finished job keeps the worker it last ran on.
+func TestJobsPageWorkerOnlyWhileRunning(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	released := f.listsInsert(t, "report", "wcol", "")
+	failed := f.listsInsert(t, "report", "wcol", "")
+	running := f.listsInsert(t, "report", "wcol", "")
+	jobs, err := f.queue.Claim(f.ctx, queue.ClaimParams{WorkerID: "phone-old", Queues: []string{"wcol"}, Limit: 3, Lease: time.Minute})
+	if err != nil || len(jobs) != 3 {
+		t.Fatalf("claim: %v, %d jobs", err, len(jobs))
+	}
+	lease := map[int64]queue.Lease{}
+	for _, j := range jobs {
+		lease[j.ID] = queue.Lease{JobID: j.ID, Token: j.LeaseToken, WorkerID: "phone-old"}
+	}
+	if _, err := f.queue.Release(f.ctx, lease[released.ID]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.queue.Fail(f.ctx, lease[failed.ID], "try again", true); err != nil {
+		t.Fatal(err)
+	}
+	dead := f.deadJob(t, "doomed").ID
+	for _, id := range []int64{released.ID, failed.ID, dead} {
+		if j, err := f.queue.Get(f.ctx, id); err != nil || j.LeaseOwner == nil || j.State == queue.StateRunning {
+			t.Fatalf("job %d: %v %+v: the test needs a job that is not running and still has a lease owner", id, err, j)
+		}
+	}
+
+	d := parseHTML(t, b.get(t, "/jobs").want(t, http.StatusOK))
+	workers := map[string]string{}
+	for _, row := range d.All("job-row") {
+		workers[htmltest.Attr(row, "data-job-id")] = htmltest.Text(htmltest.ByTestID(row, "job-worker")[0])
+	}
+	want := map[int64]string{released.ID: "—", failed.ID: "—", dead: "w1", running.ID: "phone-old"}
+	for id, w := range want {
+		if got := workers[strconv.FormatInt(id, 10)]; got != w {
+			t.Errorf("job %d: worker %q, want %q", id, got, w)
+		}
+	}
+}

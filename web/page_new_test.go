@@ -5,10 +5,13 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates/htmltest"
@@ -262,5 +265,71 @@ func TestNewJobFormRefusesWhatIsNotAForm(t *testing.T) {
 	})
 	if n := f.totalJobs(t); n != 0 {
 		t.Fatalf("refused forms created %d jobs", n)
+	}
+}
+
+// The form's Queue field preselects the default queue, suggests the known
+// ones, and refuses what the API refuses, with the API's message.
+func TestNewJobFormQueue(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := f.signIn(t, "alice")
+	f.listsInsert(t, "report", "phones", "")
+
+	d := parseHTML(t, b.get(t, "/jobs/new").want(t, http.StatusOK))
+	in := d.One(t, "queue")
+	if htmltest.Attr(in, "value") != "default" || htmltest.Attr(in, "name") != "queue" || htmltest.Attr(in, "list") != "queue-list" {
+		t.Errorf("queue field %v", in.Attr)
+	}
+	var suggested []string
+	for _, o := range htmltest.Find(d.One(t, "queue-list"), func(n *html.Node) bool { return n.Data == "option" }) {
+		suggested = append(suggested, htmltest.Attr(o, "value"))
+	}
+	if !slices.Contains(suggested, "phones") {
+		t.Errorf("suggested queues %v lack phones", suggested)
+	}
+
+	for queueName, want := range map[string]string{"phones": "phones", "": "default", "  night.batch-2  ": "night.batch-2"} {
+		form := b.newJobForm(t)
+		form.Set("queue", queueName)
+		job, err := f.queue.Get(f.ctx, submittedJob(t, b.post(t, "/jobs/new", form)))
+		if err != nil || job.Queue != want {
+			t.Errorf("queue %q: job in %q (%v), want %q", queueName, job.Queue, err, want)
+		}
+	}
+	// A form that never had the field (an old page) submits to default.
+	form := b.newJobForm(t)
+	form.Del("queue")
+	if job, err := f.queue.Get(f.ctx, submittedJob(t, b.post(t, "/jobs/new", form))); err != nil || job.Queue != "default" {
+		t.Errorf("no queue field: %q, %v", job.Queue, err)
+	}
+
+	before := f.totalJobs(t)
+	for _, bad := range []string{"Phones", "a b", "<script>alert(1)</script>", "../etc", "q\x00", "默认", strings.Repeat("q", 65), strings.Repeat("x", 8<<10)} {
+		t.Run("", func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"kind": "app_investigation", "queue": strings.TrimSpace(bad), "payload": map[string]any{"app": "com.example.notes"}})
+			api := f.post(t, "/api/v1/jobs", string(body)).want(t, http.StatusBadRequest).json(t)
+			if api["field"] != "queue" || api["code"] == nil {
+				t.Fatalf("API answer %v", api)
+			}
+			form := b.newJobForm(t)
+			form.Set("queue", bad)
+			r := b.post(t, "/jobs/new", form).want(t, http.StatusUnprocessableEntity)
+			d := parseHTML(t, r)
+			msg := htmltest.Text(d.One(t, "field-error-queue"))
+			if !strings.Contains(strings.ToLower(api["error"].(string)), strings.ToLower(msg)) {
+				t.Errorf("form says %q, API %q", msg, api["error"])
+			}
+			if htmltest.Attr(d.One(t, "queue"), "aria-invalid") != "true" || htmltest.Attr(d.One(t, "queue"), "value") != strings.ReplaceAll(strings.TrimSpace(bad), "\x00", "\uFFFD") {
+				// (an HTML parser reads NUL as U+FFFD)
+				t.Errorf("queue field after the error: %v", d.One(t, "queue").Attr)
+			}
+			if strings.Contains(string(r.body), "<script>alert") {
+				t.Error("the refused queue is not escaped")
+			}
+		})
+	}
+	if n := f.totalJobs(t); n != before {
+		t.Errorf("refused queues created %d jobs", n-before)
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,24 +47,31 @@ func (s *server) routes(e *echo.Echo) {
 	// per route rather than per group, so that an unknown /api/v1 path is
 	// a plain 404 and the worker API can take other tokens.
 	a, admin := s.admin, httpx.RequireToken(s.tokens, apitoken.RoleAdmin)
+	// Routes with `replica` may read from the read replica while it keeps
+	// up (LEASEHOLD_READ_DATABASE_URL): lists, counts, pages. One job, and
+	// anything a script reads back after writing it, stays on the primary.
+	replica := httpx.ReadReplica(s.reads)
 	api := e.Group("/api/v1")
 	api.POST("/jobs", a.CreateJob, admin)
 	api.POST("/jobs/batch", a.CreateJobBatch, admin)
-	api.GET("/jobs", a.ListJobs, admin)
+	api.GET("/jobs", a.ListJobs, admin, replica)
 	api.GET("/jobs/:id", a.GetJob, admin)
 	api.POST("/jobs/:id/retry", a.RetryJob, admin)
 	api.POST("/jobs/:id/cancel", a.CancelJob, admin)
 	api.POST("/jobs/retry", a.RetryJobs, admin)
 	api.POST("/jobs/cancel", a.CancelJobs, admin)
-	api.GET("/stats", a.Stats, admin)
+	api.GET("/stats", a.Stats, admin, replica)
 	api.POST("/schedules", a.CreateSchedule, admin)
-	api.GET("/schedules", a.ListSchedules, admin)
+	api.GET("/schedules", a.ListSchedules, admin, replica)
 	api.GET("/schedules/:name", a.GetSchedule, admin)
 	api.PATCH("/schedules/:name", a.UpdateSchedule, admin)
 	api.DELETE("/schedules/:name", a.DeleteSchedule, admin)
-	api.GET("/queues", a.ListQueues, admin)
+	api.GET("/queues", a.ListQueues, admin, replica)
 	api.PATCH("/queues/:name", a.PatchQueue, admin)
-	api.GET("/workers", a.ListWorkers, admin)
+	api.GET("/workers", a.ListWorkers, admin, replica)
+	api.GET("/availability", a.ListAvailability, admin)
+	api.PUT("/availability/:scope/:name", a.PutAvailability, admin)
+	api.DELETE("/availability/:scope/:name", a.DeleteAvailability, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
@@ -71,6 +79,7 @@ func (s *server) routes(e *echo.Echo) {
 	api.GET("/worker/whoami", w.Whoami, worker)
 	api.POST("/worker/claim", w.Claim, worker)
 	api.POST("/worker/presence", w.Presence, worker)
+	api.PUT("/worker/availability", w.Availability, worker)
 	api.POST("/worker/jobs/:id/heartbeat", w.Heartbeat, worker)
 	api.POST("/worker/jobs/:id/progress", w.Progress, worker)
 	api.POST("/worker/jobs/:id/complete", w.Complete, worker)
@@ -88,7 +97,9 @@ func (s *server) routes(e *echo.Echo) {
 
 	// Dashboard: sign-in is open; every page needs a session, and every
 	// state-changing request must come from this site with the session's
-	// CSRF token.
+	// CSRF token. Pages read from the replica while it keeps up; a
+	// browser that changed something reads from the primary for a few
+	// seconds (httpx.PinPrimary), so the page it lands on shows it.
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
 	d := s.dashboard
 	e.GET("/login", d.LoginPage, httpx.PageHeaders)
@@ -97,29 +108,32 @@ func (s *server) routes(e *echo.Echo) {
 	// catches every unknown path, which would send API clients to sign in
 	// instead of answering 404/405.
 	pages := e.Group("")
-	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth)}
+	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth), httpx.PinPrimary(s.reads)}
+	read := append(slices.Clone(page), replica)
 	pages.POST("/logout", d.Logout, page...)
-	pages.GET("/", d.OverviewPage, page...)
+	pages.GET("/", d.OverviewPage, read...)
 	// Jobs: the list with its bulk actions, the dead letters, one job
 	// with its actions, and the submit form. /jobs/new is a static route,
 	// so echo matches it before /jobs/:id.
-	pages.GET("/jobs", d.JobsPage, page...)
+	pages.GET("/jobs", d.JobsPage, read...)
 	pages.POST("/jobs/retry", d.RetryJobs, page...)
 	pages.POST("/jobs/cancel", d.CancelJobs, page...)
-	pages.GET("/dead", d.DeadPage, page...)
+	pages.GET("/dead", d.DeadPage, read...)
 	pages.GET("/jobs/new", d.NewJobForm, page...)
 	pages.POST("/jobs/new", d.SubmitNewJob, page...)
-	pages.GET("/jobs/:id", d.JobPage, page...)
+	pages.GET("/jobs/:id", d.JobPage, read...)
 	pages.POST("/jobs/:id/retry", d.RetryJob, page...)
 	pages.POST("/jobs/:id/cancel", d.CancelJob, page...)
-	pages.GET("/workers", d.WorkersPage, page...)
+	pages.GET("/workers", d.WorkersPage, read...)
+	pages.POST("/workers/availability", d.SetAvailability, page...)
+	pages.POST("/workers/availability/delete", d.DeleteAvailability, page...)
 	// Schedules: the list, its create form, Pause and Resume.
-	pages.GET("/schedules", d.SchedulesPage, page...)
+	pages.GET("/schedules", d.SchedulesPage, read...)
 	pages.POST("/schedules", d.CreateSchedule, page...)
 	pages.POST("/schedules/:name/pause", d.PauseSchedule, page...)
 	pages.POST("/schedules/:name/resume", d.ResumeSchedule, page...)
 	// Queues: pause, resume, cap.
-	pages.GET("/queues", d.QueuesPage, page...)
+	pages.GET("/queues", d.QueuesPage, read...)
 	pages.POST("/queues/:name/pause", d.PauseQueue, page...)
 	pages.POST("/queues/:name/resume", d.ResumeQueue, page...)
 	pages.POST("/queues/:name/limit", d.SetQueueLimit, page...)

@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/leasehold/leasehold/web/adminapi"
 	"github.com/leasehold/leasehold/web/dashboard"
 	"github.com/leasehold/leasehold/web/httpx"
@@ -44,6 +45,10 @@ type Config struct {
 	// Jobs, when set and running, lets remote workers' claims wait for new
 	// jobs (long polling) instead of coming back empty at once.
 	Jobs *queue.JobNotifier
+	// Reads, when set, sends the read-only pages and admin lists to a
+	// read replica while it keeps up (LEASEHOLD_READ_DATABASE_URL); nil:
+	// everything reads Queue.
+	Reads *replica.Reads
 	// Auth signs people in to the dashboard.
 	Auth *auth.Service
 	// Live, when set, serves GET /events and makes pages update from it;
@@ -74,6 +79,10 @@ type Config struct {
 	// at once (LEASEHOLD_MAX_CLAIMS_PER_TOKEN; default
 	// workerapi.DefaultMaxClaimsPerToken); more are answered 429.
 	MaxClaimsPerToken int
+	// Presence, when set and running, records remote workers' presence
+	// in batches (one statement for every report of an interval); nil
+	// writes each report on its own.
+	Presence *queue.PresenceBatch
 	// MaxStreamsPerSession bounds the event streams one dashboard session
 	// may have open at once (LEASEHOLD_MAX_STREAMS_PER_SESSION; default
 	// dashboard.DefaultMaxStreamsPerSession); more are answered 429.
@@ -90,6 +99,7 @@ type server struct {
 	metrics      *Metrics
 	auth         *auth.Service
 	artifacts    *artifact.Store
+	reads        *replica.Reads
 	// The handlers of each audience: scripts, remote workers, people.
 	admin     *adminapi.Handler
 	worker    *workerapi.Handler
@@ -125,6 +135,7 @@ func New(cfg Config) *echo.Echo {
 		metrics:      cfg.Metrics,
 		auth:         cfg.Auth,
 		artifacts:    cfg.Artifacts,
+		reads:        cfg.Reads,
 		versionCheck: make(chan struct{}, 1),
 
 		readTimeout:       cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
@@ -136,9 +147,9 @@ func New(cfg Config) *echo.Echo {
 	}
 	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Logger: s.logger})
 	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs, Handover: cfg.Handover,
-		MaxClaimsPerToken: cfg.MaxClaimsPerToken})
+		MaxClaimsPerToken: cfg.MaxClaimsPerToken, Presence: cfg.Presence})
 	s.dashboard = dashboard.New(dashboard.Config{
-		Queue: cfg.Queue, Auth: cfg.Auth, Logger: s.logger,
+		Queue: cfg.Queue, Reads: cfg.Reads, Auth: cfg.Auth, Logger: s.logger,
 		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive, MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 	})
 	e := echo.New()

@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -35,6 +36,12 @@ type fixture struct {
 	logs    *testutil.LockedBuffer
 	// admin and worker are secrets of tokens named "admin" and "worker".
 	admin, worker string
+	// With setupOpts.replica: the stand-in replica (a database of its
+	// own), its client, the reads that choose it, and its statements.
+	replicaPool    *pgxpool.Pool
+	replicaQueue   *queue.Client
+	reads          *replica.Reads
+	replicaQueries *statementCount
 }
 
 type setupOpts struct {
@@ -49,6 +56,14 @@ type setupOpts struct {
 	requestTimeout time.Duration
 	// server, when set, adjusts the HTTP server before it starts.
 	server func(*http.Server)
+	// replica gives the server a read replica: a database of its own
+	// (not a standby, so never behind), whose content tells which
+	// database a page read.
+	replica bool
+	// sharing, when set, makes this a second server on that fixture's
+	// database, with its own token store, listener and presence batch (as
+	// another server process would have), and the same tokens.
+	sharing *fixture
 }
 
 func setup(t *testing.T, opts ...setupOpts) *fixture {
@@ -60,7 +75,12 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	if o.artifactsDir == "" {
 		o.artifactsDir = t.TempDir()
 	}
-	pool := dbtest.NewPool(t)
+	var pool *pgxpool.Pool
+	if o.sharing != nil {
+		pool = o.sharing.pool
+	} else {
+		pool = dbtest.NewPool(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	logs := &testutil.LockedBuffer{}
@@ -74,19 +94,28 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 	jobs := queue.NewJobNotifier(pool, logger)
 	f.hub = live.NewHub(live.Config{Coalesce: o.coalesce, MaxStreams: o.maxStreams})
 	jobs.WatchChanges(f.hub.Notify) // as cmd/server does
+	jobs.WatchTokens(f.tokens.Listening)
+	go f.tokens.Run(ctx)
 	go jobs.Run(ctx)
+	presence := f.queue.NewPresenceBatch(0)
+	go presence.Run(ctx)
 	// cmd/server keeps a watch while streams are open (live.Hub.KeepWatched);
 	// here the database announces changes from the start, so that a test's
 	// first write after opening a stream is never before the watch.
 	if err := f.queue.Watch(ctx, "web-test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	if o.replica {
+		f.setupReplica(t, logger)
+	}
 	f.srv = httptest.NewUnstartedServer(web.New(web.Config{
-		Pool: pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
+		Reads: f.reads,
+		Pool:  pool, Queue: f.queue, Tokens: f.tokens, Logger: logger,
 		ArtifactsDir: o.artifactsDir, Metrics: f.metrics, Jobs: jobs, Auth: f.auth,
 		ReadTimeout: o.readTimeout, Live: f.hub, EventsKeepAlive: o.keepAlive,
 		RequestTimeout:    o.requestTimeout,
 		MaxClaimsPerToken: o.maxClaimsPerToken, MaxStreamsPerSession: o.maxStreamsPerSession,
+		Presence: presence,
 	}))
 	if o.server != nil {
 		o.server(f.srv.Config)
@@ -100,6 +129,10 @@ func setup(t *testing.T, opts ...setupOpts) *fixture {
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
+	if o.sharing != nil {
+		f.admin, f.worker = o.sharing.admin, o.sharing.worker
+		return f
+	}
 	var err error
 	if f.admin, _, err = f.tokens.Create(ctx, "admin", apitoken.RoleAdmin); err != nil {
 		t.Fatal(err)

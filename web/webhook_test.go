@@ -77,14 +77,18 @@ func TestWebhookDeliveriesOnTimelineAndMetrics(t *testing.T) {
 
 	b := f.signIn(t, "alice")
 	d := parseHTML(t, b.get(t, jobPagePath(j.ID)).want(t, http.StatusOK))
+	// The deliveries are on the page, apart from the job's own events.
 	var types []string
-	for _, e := range d.All("event") {
-		if typ := htmltest.Attr(e, "data-type"); strings.HasPrefix(typ, "webhook.") {
-			types = append(types, typ)
-		}
+	for _, e := range d.All("webhook-event") {
+		types = append(types, htmltest.Attr(e, "data-type"))
 	}
 	if strings.Join(types, ",") != "webhook.delivered,webhook.failed" { // newest first
-		t.Fatalf("page shows %q", types)
+		t.Fatalf("page shows the deliveries %q", types)
+	}
+	for _, e := range d.All("event") {
+		if typ := htmltest.Attr(e, "data-type"); strings.HasPrefix(typ, "webhook.") {
+			t.Errorf("%s among the job's own events", typ)
+		}
 	}
 
 	m := string(f.do(t, call{method: http.MethodGet, path: "/metrics", token: "-"}).want(t, http.StatusOK).body)
@@ -148,8 +152,13 @@ func TestWebhookJobIsTheAPIJob(t *testing.T) {
 	}
 	var shown map[string]json.RawMessage
 	f.get(t, "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10)).want(t, http.StatusOK).decode(t, &shown)
-	for _, history := range []string{"attempts", "artifacts", "events", "effects"} {
-		delete(shown, history)
+	// What the detail adds to the job: its history, and why it waits
+	// (null here: the job is dead).
+	if w, ok := shown["waiting"]; !ok || string(w) != "null" {
+		t.Errorf("waiting of a dead job: %s (present %v), want null", w, ok)
+	}
+	for _, detail := range []string{"attempts", "artifacts", "events", "effects", "waiting"} {
+		delete(shown, detail)
 	}
 	if len(ev.Job) != len(shown) {
 		t.Errorf("webhook job has %d keys, the API's %d:\n%s\n%v", len(ev.Job), len(shown), body, shown)

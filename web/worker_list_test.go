@@ -168,7 +168,8 @@ func TestPresenceRefusesBadDeviceInfo(t *testing.T) {
 	}
 }
 
-// A pending job for a device no fit phone serves says so on its page.
+// A pending job for a device no fit phone serves says so on its page
+// (waiting_test.go has every other reason).
 func TestJobPageSaysWhyNoPhoneTakesIt(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -181,7 +182,14 @@ func TestJobPageSaysWhyNoPhoneTakesIt(t *testing.T) {
 		}
 		return ""
 	}
+	const noWorker = "No worker takes queue default: none that does has reported in the last 30 s. Start one with --queues default."
 	job := f.submit(t, `{"kind":"app_investigation","payload":{"app":"com.example.notes","device":"pixel7"}}`)
+	if got := waiting(job.ID); got != noWorker {
+		t.Errorf("no worker at all: %q", got)
+	}
+	if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: "moto", Devices: []string{"moto-g"}, Queues: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
 	if got := waiting(job.ID); got != "waiting for pixel7: no such phone online" {
 		t.Errorf("no phone: %q", got)
 	}
@@ -203,7 +211,8 @@ func TestJobPageSaysWhyNoPhoneTakesIt(t *testing.T) {
 	if err := f.queue.WorkerSeen(f.ctx, queue.Presence{ID: "phone-b", Devices: []string{"pixel7"}, Queues: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := waiting(job.ID); got != "" {
+	const ready = "Due now: a worker of queue default picks it up at its next claim."
+	if got := waiting(job.ID); got != ready {
 		t.Errorf("with a fit phone online: %q", got)
 	}
 	// Gone offline: no longer counted.
@@ -213,8 +222,43 @@ func TestJobPageSaysWhyNoPhoneTakesIt(t *testing.T) {
 	if got := waiting(job.ID); got != "waiting for pixel7: no such phone online" {
 		t.Errorf("phones offline: %q", got)
 	}
-	// A job for no device never says so.
-	if got := waiting(f.submit(t, `{"kind":"app_investigation","payload":{"app":"com.example.notes"}}`).ID); got != "" {
+	// A job for no device never waits for a phone: the worker without
+	// one takes it.
+	if got := waiting(f.submit(t, `{"kind":"app_investigation","payload":{"app":"com.example.notes"}}`).ID); got != ready {
 		t.Errorf("a job for any device: %q", got)
+	}
+}
+
+// A remote worker's first presence says it is starting; its started_at
+// becomes now, and a presence without the flag (an older worker, or the
+// next one of the same process) keeps it. "starting" must be a boolean.
+func TestPresenceStartingDatesTheStart(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	started := func() (at, now time.Time) {
+		t.Helper()
+		if err := f.pool.QueryRow(f.ctx, `SELECT started_at, now() FROM workers WHERE id = 'worker'`).Scan(&at, &now); err != nil {
+			t.Fatal(err)
+		}
+		return at, now
+	}
+	f.workerPost(t, "/api/v1/worker/presence", `{"queues":["default"],"starting":true}`).want(t, http.StatusNoContent)
+	if _, err := f.pool.Exec(f.ctx, `UPDATE workers SET started_at = now() - interval '16 minutes' WHERE id = 'worker'`); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := started()
+	f.workerPost(t, "/api/v1/worker/presence", `{"queues":["default"]}`).want(t, http.StatusNoContent)
+	if at, _ := started(); !at.Equal(old) {
+		t.Errorf("a presence without starting moved started_at from %v to %v", old, at)
+	}
+	_, before := started()
+	f.workerPost(t, "/api/v1/worker/presence", `{"queues":["default"],"starting":true}`).want(t, http.StatusNoContent)
+	if at, _ := started(); at.Before(before) {
+		t.Errorf("a starting presence kept started_at %v (before %v)", at, before)
+	}
+	for _, bad := range []string{`{"starting":"yes"}`, `{"starting":1}`, `{"starting":null,"queues":"x"}`} {
+		if e := f.workerPost(t, "/api/v1/worker/presence", bad).want(t, http.StatusBadRequest).json(t); e["code"] == nil {
+			t.Errorf("%s: %v", bad, e)
+		}
 	}
 }

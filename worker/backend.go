@@ -27,16 +27,18 @@ type Backend interface {
 	Fail(ctx context.Context, l queue.Lease, msg string, retryable bool) (queue.Job, error)
 	Release(ctx context.Context, l queue.Lease) (queue.Job, error)
 	AckCancel(ctx context.Context, l queue.Lease) (queue.Job, error)
-	Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error
+	// Progress and UploadArtifact name the attempt's step the write
+	// belongs to; 0 for none.
+	Progress(ctx context.Context, l queue.Lease, step int32, fraction float64, message string) error
 	StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error)
 	FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error
-	UploadArtifact(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error)
+	UploadArtifact(ctx context.Context, l queue.Lease, name string, step int32, r io.Reader) (queue.Artifact, error)
 	WorkerSeen(ctx context.Context, p queue.Presence) error
 }
 
 // ArtifactStore stores an attempt's files: package artifact's Store.
 type ArtifactStore interface {
-	Put(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error)
+	PutStep(ctx context.Context, l queue.Lease, name string, step int32, r io.Reader) (queue.Artifact, error)
 }
 
 // Claim is what a claim leased, and what the worker needs to know to
@@ -101,8 +103,8 @@ func (d Direct) Fail(ctx context.Context, l queue.Lease, msg string, retryable b
 
 // Progress implements Backend with the queue's progress, message cleaned
 // as for Fail.
-func (d Direct) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
-	return d.Client.Progress(ctx, l, fraction, clip(message))
+func (d Direct) Progress(ctx context.Context, l queue.Lease, step int32, fraction float64, message string) error {
+	return d.Client.ProgressStep(ctx, l, step, fraction, clip(message))
 }
 
 // errNoArtifactStorage refuses the artifacts of a direct worker made
@@ -110,11 +112,11 @@ func (d Direct) Progress(ctx context.Context, l queue.Lease, fraction float64, m
 var errNoArtifactStorage = errors.New("this worker has no artifact storage")
 
 // UploadArtifact stores r as an artifact of l's attempt.
-func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, r io.Reader) (queue.Artifact, error) {
+func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, step int32, r io.Reader) (queue.Artifact, error) {
 	if d.Artifacts == nil {
 		return queue.Artifact{}, errNoArtifactStorage
 	}
-	a, err := d.Artifacts.Put(ctx, l, name, r)
+	a, err := d.Artifacts.PutStep(ctx, l, name, step, r)
 	var rejected *artifact.RejectedError
 	if errors.As(err, &rejected) || errors.Is(err, artifact.ErrTooLarge) {
 		// Refused for what it is, as the server's 400 and 413 say to a

@@ -36,6 +36,35 @@ type Reporter interface {
 	Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error)
 }
 
+// StepReporter is a Reporter that can say which step of the attempt a
+// write belongs to (1 to queue.MaxStep): the replay shows a step's
+// screenshot with that step's progress message, whichever was written
+// first. The worker's reporters are StepReporters; use ProgressStep and
+// ArtifactStep, which fall back to the plain writes for others.
+type StepReporter interface {
+	Reporter
+	ProgressStep(ctx context.Context, step int, fraction float64, message string) error
+	ArtifactStep(ctx context.Context, step int, name string, r io.Reader) (queue.Artifact, error)
+}
+
+// ProgressStep reports progress of the given step through r, as a plain
+// Progress when r cannot name steps.
+func ProgressStep(ctx context.Context, r Reporter, step int, fraction float64, message string) error {
+	if sr, ok := r.(StepReporter); ok {
+		return sr.ProgressStep(ctx, step, fraction, message)
+	}
+	return r.Progress(ctx, fraction, message)
+}
+
+// ArtifactStep stores an artifact of the given step through r, as a
+// plain Artifact when r cannot name steps.
+func ArtifactStep(ctx context.Context, r Reporter, step int, name string, body io.Reader) (queue.Artifact, error) {
+	if sr, ok := r.(StepReporter); ok {
+		return sr.ArtifactStep(ctx, step, name, body)
+	}
+	return r.Artifact(ctx, name, body)
+}
+
 // EffectFunc performs an external action once; idempotencyKey goes with
 // the call so that its receiver can drop a repeat.
 type EffectFunc func(ctx context.Context, idempotencyKey string) (json.RawMessage, error)

@@ -34,6 +34,9 @@ type Remote struct {
 	token  string
 	client *http.Client
 	log    *slog.Logger
+	// unreachable thins out the "server unreachable" warnings of an
+	// outage, which every request in flight would give.
+	unreachable *outageLog
 	// ClaimWait is how long an empty claim waits on the server for a new
 	// job (long polling). Default 25s.
 	ClaimWait time.Duration
@@ -52,7 +55,8 @@ func NewRemote(serverURL, token string, logger *slog.Logger) (*Remote, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Remote{base: u, token: token, client: &http.Client{}, log: logger, ClaimWait: 25 * time.Second}, nil
+	return &Remote{base: u, token: token, client: &http.Client{}, log: logger, ClaimWait: 25 * time.Second,
+		unreachable: newOutageLog(logger, "server unreachable; retrying", "server reachable again")}, nil
 }
 
 // claimSlack is how much longer than its long poll a claim may take
@@ -179,9 +183,13 @@ func (r *Remote) AckCancel(ctx context.Context, l queue.Lease) (queue.Job, error
 }
 
 // Progress implements Backend.
-func (r *Remote) Progress(ctx context.Context, l queue.Lease, fraction float64, message string) error {
-	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionProgress),
-		api.ProgressRequest{LeaseRequest: api.Lease(l.Token), Progress: fraction, Message: clip(message)}, nil, true)
+func (r *Remote) Progress(ctx context.Context, l queue.Lease, step int32, fraction float64, message string) error {
+	req := api.ProgressRequest{LeaseRequest: api.Lease(l.Token), Progress: fraction, Message: clip(message)}
+	if step != 0 {
+		s := int64(step)
+		req.Step = &s
+	}
+	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionProgress), req, nil, true)
 }
 
 // StartEffect implements Backend.
@@ -205,6 +213,12 @@ func (r *Remote) WorkerSeen(ctx context.Context, p queue.Presence) error {
 	return r.call(ctx, http.MethodPost, api.PresencePath, req, nil, false)
 }
 
+// SetAvailability sets the worker's own availability window through the
+// worker API (worker --available); "" removes it.
+func (r *Remote) SetAvailability(ctx context.Context, text string) error {
+	return r.call(ctx, http.MethodPut, api.AvailabilityPath, api.AvailabilityPut{Window: text}, nil, true)
+}
+
 // orEmpty is list, or an empty list for nil: the description's devices
 // are an array, and a validating proxy refuses null.
 func orEmpty(list []string) []string {
@@ -218,11 +232,14 @@ func orEmpty(list []string) []string {
 // lease_token first, never held in memory. Not retried here (the reader
 // is consumed): the worker retries from its spool (uploads), reading the
 // file again for each try.
-func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string, body io.Reader) (queue.Artifact, error) {
+func (r *Remote) UploadArtifact(ctx context.Context, l queue.Lease, name string, step int32, body io.Reader) (queue.Artifact, error) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
 		err := mw.WriteField(api.ArtifactTokenField, strconv.FormatInt(l.Token, 10))
+		if err == nil && step != 0 {
+			err = mw.WriteField(api.ArtifactStepField, strconv.FormatInt(int64(step), 10))
+		}
 		if err == nil {
 			var part io.Writer
 			if part, err = mw.CreateFormFile(api.ArtifactFileField, name); err == nil {
@@ -279,6 +296,9 @@ func (r *Remote) call(ctx context.Context, method, path string, body, out any, r
 			req.Header.Set("Content-Type", "application/json")
 		}
 		err = r.do(req, out)
+		if err == nil {
+			r.unreachable.ok()
+		}
 		if !retry || ctx.Err() != nil || !transient(err) {
 			return err
 		}
@@ -286,7 +306,7 @@ func (r *Remote) call(ctx context.Context, method, path string, body, out any, r
 		if se := (*statusError)(nil); errors.As(err, &se) {
 			wait = max(wait, se.retryAfter) // the server said when
 		}
-		r.log.Warn("server unreachable; retrying", "path", path, "err", err, "retry_in", wait)
+		r.unreachable.failed(err, "path", path, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/leasehold/leasehold/queue"
@@ -38,15 +39,24 @@ func (r reporter) retry(ctx context.Context, op string, write func(context.Conte
 
 // Progress waits for the attempt's artifacts handed over before it to be
 // stored (or given up) first, so that the timeline keeps the order in
-// which the executor wrote: a replay pairs each screenshot with the
-// progress written before it, by time (queue.ReplaySteps), and a
-// screenshot stored after the next step's message would show that
+// which the executor wrote: a replay pairs a screenshot without a step
+// with the progress written before it, by time (queue.ReplaySteps), and
+// a screenshot stored after the next step's message would show that
 // step's action. When nothing is waiting in the spool, as normally, it
 // waits for nothing.
 func (r reporter) Progress(ctx context.Context, fraction float64, message string) error {
+	return r.ProgressStep(ctx, 0, fraction, message)
+}
+
+// ProgressStep is Progress of the given step (StepReporter); 0 for none.
+// A step out of range is refused as the server would refuse it.
+func (r reporter) ProgressStep(ctx context.Context, step int, fraction float64, message string) error {
+	if step < 0 || step > queue.MaxStep {
+		return &queue.ValidationError{Field: "step", Message: fmt.Sprintf("must be between 1 and %d", queue.MaxStep)}
+	}
 	r.uploads.wait(ctx)
 	err := r.retry(ctx, "progress", func(ctx context.Context) error {
-		return r.backend.Progress(ctx, r.lease, fraction, message)
+		return r.backend.Progress(ctx, r.lease, int32(step), fraction, message)
 	})
 	if err == nil {
 		r.uploads.progress(fraction)
@@ -57,11 +67,19 @@ func (r reporter) Progress(ctx context.Context, fraction float64, message string
 // Artifact spools body and returns once it is in the spool (the returned
 // Artifact has its name and size, not yet an id); it is uploaded after
 // the attempt's earlier ones. ErrSpoolFull when the spool has no room.
-func (r reporter) Artifact(_ context.Context, name string, body io.Reader) (queue.Artifact, error) {
+func (r reporter) Artifact(ctx context.Context, name string, body io.Reader) (queue.Artifact, error) {
+	return r.ArtifactStep(ctx, 0, name, body)
+}
+
+// ArtifactStep is Artifact of the given step (StepReporter); 0 for none.
+func (r reporter) ArtifactStep(_ context.Context, step int, name string, body io.Reader) (queue.Artifact, error) {
+	if step < 0 || step > queue.MaxStep {
+		return queue.Artifact{}, &queue.ValidationError{Field: "step", Message: fmt.Sprintf("must be between 1 and %d", queue.MaxStep)}
+	}
 	if d, ok := r.backend.(Direct); ok && d.Artifacts == nil {
 		return queue.Artifact{}, errNoArtifactStorage
 	}
-	return r.uploads.add(name, body)
+	return r.uploads.add(name, int32(step), body)
 }
 
 func (r reporter) StartEffect(ctx context.Context, key string) (queue.EffectStart, error) {

@@ -138,6 +138,7 @@ func (s *Spool) free(n int64) {
 type spooled struct {
 	spool *Spool
 	name  string // the artifact's name, for display
+	step  int32  // the attempt's step it belongs to; 0 for none
 	path  string // its file, or
 	data  []byte // its bytes, in memory
 	size  int64

@@ -138,7 +138,7 @@ type flakyBackend struct {
 	progress []string
 }
 
-func (b *flakyBackend) UploadArtifact(_ context.Context, _ queue.Lease, name string, r io.Reader) (queue.Artifact, error) {
+func (b *flakyBackend) UploadArtifact(_ context.Context, _ queue.Lease, name string, _ int32, r io.Reader) (queue.Artifact, error) {
 	body, _ := io.ReadAll(r)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -156,7 +156,7 @@ func (b *flakyBackend) UploadArtifact(_ context.Context, _ queue.Lease, name str
 	return queue.Artifact{Name: name}, nil
 }
 
-func (b *flakyBackend) Progress(_ context.Context, _ queue.Lease, _ float64, msg string) error {
+func (b *flakyBackend) Progress(_ context.Context, _ queue.Lease, _ int32, _ float64, msg string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.progress = append(b.progress, msg)
@@ -180,7 +180,7 @@ func TestUploadsInOrderThroughFailures(t *testing.T) {
 	for i := range 6 {
 		name := "step-0" + string(rune('1'+i)) + ".png"
 		names = append(names, name)
-		if _, err := u.add(name, strings.NewReader("bytes of "+name)); err != nil {
+		if _, err := u.add(name, 0, strings.NewReader("bytes of "+name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +206,7 @@ func TestUploadsGiveUpBeforeTheLeaseEnds(t *testing.T) {
 	spool, _ := OpenSpool("", 1<<20)
 	b := &flakyBackend{failures: 1 << 30}
 	u := newUploads(b, spool, queue.Lease{JobID: 1, Token: 1}, &jobLog{base: slog.New(slog.DiscardHandler)})
-	if _, err := u.add("step-01.png", strings.NewReader("x")); err != nil {
+	if _, err := u.add("step-01.png", 0, strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}
 	validUntil := time.Now().Add(2 * time.Second)

@@ -65,12 +65,13 @@ func (u *uploads) stop() {
 
 // add spools r and queues it for upload. A spool without room refuses it
 // (the error says so, and the artifact is recorded as given up).
-func (u *uploads) add(name string, r io.Reader) (queue.Artifact, error) {
+func (u *uploads) add(name string, step int32, r io.Reader) (queue.Artifact, error) {
 	f, err := u.spool.put(name, r)
 	if err != nil {
 		u.giveUp(name, err.Error())
 		return queue.Artifact{}, err
 	}
+	f.step = step
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.gone {
@@ -145,7 +146,7 @@ func (u *uploads) upload(ctx context.Context, f *spooled) {
 			return fmt.Errorf("reading the spool: %w", err)
 		}
 		defer body.Close()
-		stored, err = u.backend.UploadArtifact(ctx, u.lease, f.name, body)
+		stored, err = u.backend.UploadArtifact(ctx, u.lease, f.name, f.step, body)
 		return err
 	})
 	switch {
@@ -234,7 +235,7 @@ func (u *uploads) settle(ctx context.Context, validUntil time.Time) {
 	for _, a := range lost {
 		msg := fmt.Sprintf("artifact %s not stored: %s", a.name, a.reason)
 		err := retryWrite(ctx, u.log(), "recording a lost artifact", func(ctx context.Context) error {
-			return u.backend.Progress(ctx, u.lease, last, msg)
+			return u.backend.Progress(ctx, u.lease, 0, last, msg)
 		})
 		if err != nil {
 			u.log().Warn("recording a lost artifact", "name", a.name, "err", err)

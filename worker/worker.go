@@ -48,7 +48,14 @@ type Config struct {
 	// for the battery.
 	DeviceInfo      DeviceInfoFunc
 	DeviceInfoEvery time.Duration
-	MinBattery      int
+	// Preflight runs before each job starts, Postflight after it ends,
+	// whatever the outcome (SPEC "Pre- and post-flight"). A failed
+	// preflight releases the job (not counted) and holds the phone back
+	// with the check's message; a failed postflight holds it back until a
+	// later preflight passes (run every DeviceInfoEvery meanwhile). Both
+	// outputs are kept on the attempt as text artifacts.
+	Preflight, Postflight CheckFunc
+	MinBattery            int
 	// Spool keeps artifacts until they are stored (see Spool); nil
 	// means one in memory of DefaultSpoolMax.
 	Spool *Spool
@@ -64,8 +71,11 @@ type Worker struct {
 	device      *device
 	checkNow    chan struct{} // a device-info run is wanted
 	presenceNow chan struct{} // presence should be sent now
+	flight      flight        // the last check's verdict
 	claimMu     sync.Mutex
 	claimCancel context.CancelFunc // of a claim under way
+	// claimLog and presenceLog thin out the warnings of an outage.
+	claimLog, presenceLog *outageLog
 }
 
 // NewDirect returns a Worker that works straight on PostgreSQL.
@@ -102,6 +112,8 @@ func New(cfg Config) *Worker {
 	w := &Worker{
 		backend: cfg.Backend, completer: newCompleter(cfg.Backend, cfg.Concurrency, log), cfg: cfg, log: log,
 		checkNow: make(chan struct{}, 1), presenceNow: make(chan struct{}, 1),
+		claimLog:    newOutageLog(log, "claim failed", "claiming works again"),
+		presenceLog: newOutageLog(log, "recording presence", "presence recorded again"),
 	}
 	if cfg.DeviceInfo != nil {
 		w.device = &device{}
@@ -133,16 +145,32 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopBg()
 
 	wake := make(chan struct{}, 1)
+	var notes *queue.JobNotifier // a direct worker's one listener
+	var reaperWakes *queue.ReaperWakes
+	if w.cfg.Pool != nil {
+		notes = queue.NewJobNotifier(w.cfg.Pool, w.log)
+		if w.cfg.Reaper {
+			// The reaper hears its wake-ups on the job listener's session:
+			// a direct worker listens on one session only, since every
+			// listening session is woken (a transaction) by every
+			// notification of the database.
+			reaperWakes = notes.ReaperWakes()
+		}
+	}
 	bgWG.Go(func() { w.presence(bg) })
 	if w.device != nil {
 		bgWG.Go(func() { w.deviceInfo(bg, wake) })
 	}
+	if w.cfg.Preflight != nil {
+		bgWG.Go(func() { w.recheck(bg, wake) })
+	}
 	bgWG.Go(func() { w.completer.run(bg) })
 	if w.cfg.Pool != nil {
-		bgWG.Go(func() { w.listen(bg, wake) })
+		bgWG.Go(func() { notes.Run(bg) })
+		bgWG.Go(func() { w.listen(bg, notes, wake) })
 		if w.cfg.Reaper {
 			// The maintainer logs a reaper that gives up; the jobs go on.
-			m := maintenance.NewMaintainer(w.log, maintenance.NewReaper(w.cfg.Pool, maintenance.ReaperConfig{Logger: w.log}))
+			m := maintenance.NewMaintainer(w.log, maintenance.NewReaper(w.cfg.Pool, maintenance.ReaperConfig{Logger: w.log, Wakes: reaperWakes}))
 			bgWG.Go(func() { _ = m.Run(bg) })
 		}
 	}
@@ -157,21 +185,48 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "queues", w.cfg.Queues, "devices", w.cfg.Devices,
 		"concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "heartbeat", w.cfg.Heartbeat)
 
+	// A direct worker's poll is the fallback for lost notifications: it
+	// claims only when one was published since its last empty claim (a
+	// reconnected listener publishes one), or after maxSkippedPolls, so
+	// that an idle fleet of direct workers costs the database nothing
+	// per poll.
+	var idle pollSkipper
+	skip := false
+	// short is set when a direct worker's claim came back with fewer jobs
+	// than it asked for: the database had no more for it, and slots freed
+	// since cannot change that; a new due job or a freed limit (the end of
+	// a job under a cap or a key, written after its slot was freed here)
+	// is announced, and the poll is the fallback. Claiming on every freed
+	// slot instead finds a capped queue still full, since the jobs freeing
+	// it are still being written: a transaction for nothing, several per
+	// round of a capped queue.
+	short := false
 	for ctx.Err() == nil {
 		// An unfit phone (or one not checked yet) claims nothing; its
 		// device-info run wakes the loop when that changes.
-		if free := w.cfg.Concurrency - inflight; free > 0 && w.device.mayClaim() {
+		if free := w.cfg.Concurrency - inflight; free > 0 && w.mayClaim() && !skip && !short {
 			sent := time.Now()
+			idle.claiming(notes)
 			claim, err := w.claim(ctx, free)
-			if err != nil && ctx.Err() == nil && !(errors.Is(err, context.Canceled) && !w.device.mayClaim()) {
-				w.log.Warn("claim failed", "err", err)
+			idle.claimed(err == nil && len(claim.Jobs) == 0)
+			switch {
+			case err == nil:
+				w.claimLog.ok()
+			case ctx.Err() == nil && !(errors.Is(err, context.Canceled) && !w.mayClaim()):
+				w.claimLog.failed(err)
 			}
 			start := leaseStart(sent, time.Now(), claim.Waited)
 			for _, job := range claim.Jobs {
 				inflight++
+				w.completer.executing.Add(1)
 				jobsWG.Go(func() {
 					var once sync.Once
-					free := func() { once.Do(func() { done <- struct{}{} }) }
+					free := func() {
+						once.Do(func() {
+							w.completer.executing.Add(-1)
+							done <- struct{}{}
+						})
+					}
 					defer free()
 					// Each job in its own goroutine: the hand-overs of one
 					// claim are confirmed at once, not one after another.
@@ -182,11 +237,18 @@ func (w *Worker) Run(ctx context.Context) error {
 			if len(claim.Jobs) == min(free, w.maxClaim()) {
 				continue // there may be more
 			}
+			short = notes != nil && err == nil
 		}
+		skip = false
 		select {
 		case <-ctx.Done():
 		case <-wake:
+			if short {
+				w.completer.settle(ctx)
+			}
+			short = false
 		case <-poll.C:
+			skip, short = idle.skip(notes), false
 		case <-done:
 			inflight--
 		}
@@ -326,9 +388,52 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	defer stop(nil)
 	beat := w.startHeartbeat(execCtx, lease, validUntil, stop, jl)
 
+	if w.cfg.Preflight != nil {
+		out, perr := w.cfg.Preflight(execCtx, &job, "")
+		w.keepCheck(execCtx, lease, "preflight", out, perr, jl)
+		if perr != nil && context.Cause(execCtx) == nil {
+			// The phone is not fit: the job goes back unrun and uncounted,
+			// and nothing is claimed until a preflight passes.
+			reason := checkReason("preflight", perr)
+			w.flight.set(reason)
+			w.cutClaim()
+			wakeUp(w.presenceNow)
+			validUntil = beat.end()
+			free()
+			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
+			defer cancel()
+			if err := w.retry(ctx, "release", func(ctx context.Context) error { _, rerr := w.backend.Release(ctx, lease); return rerr }); err != nil {
+				jl.get().Warn("writing outcome", "err", err)
+			}
+			jl.get().Warn("preflight failed: job released, not claiming", "reason", reason)
+			return
+		}
+		if perr == nil && w.flight.clear() {
+			wakeUp(w.presenceNow)
+		}
+	}
+
 	rep := w.reporter(lease, jl)
 	result, err := w.cfg.Executor.Run(execCtx, job, rep)
 	cause := context.Cause(execCtx)
+	if w.cfg.Postflight != nil && !errors.Is(cause, errLeaseLost) {
+		// While the lease still holds, so that its output is kept on the
+		// attempt; the outcome is written after it.
+		outcome := "succeeded"
+		if err != nil {
+			outcome = "failed"
+		}
+		pctx := context.WithoutCancel(execCtx)
+		out, perr := w.cfg.Postflight(pctx, &job, outcome)
+		w.keepCheck(pctx, lease, "postflight", out, perr, jl)
+		if perr != nil {
+			reason := checkReason("postflight", perr)
+			w.flight.set(reason)
+			w.cutClaim()
+			wakeUp(w.presenceNow)
+			jl.get().Warn("postflight failed: not claiming until a preflight passes", "reason", reason)
+		}
+	}
 	validUntil = beat.end()
 	free()
 	if errors.Is(cause, errLeaseLost) {
@@ -561,9 +666,7 @@ func (j *jobLog) get() *slog.Logger {
 
 // listen turns job notifications for this worker's queues into wake-ups;
 // the poll is the fallback when notifications are lost.
-func (w *Worker) listen(ctx context.Context, wake chan<- struct{}) {
-	n := queue.NewJobNotifier(w.cfg.Pool, w.log)
-	go n.Run(ctx)
+func (w *Worker) listen(ctx context.Context, n *queue.JobNotifier, wake chan<- struct{}) {
 	waiter := n.Waiter()
 	for waiter.Wait(ctx, w.cfg.Queues) == nil {
 		wakeUp(wake)
@@ -580,15 +683,23 @@ func wakeUp(wake chan<- struct{}) {
 // presence records this worker as alive for /workers and the stats.
 func (w *Worker) presence(ctx context.Context) {
 	every := presenceEvery
+	// Until one presence of this process is recorded, each says it is
+	// the first: that dates the worker's start (a worker restarted under
+	// the same id is a new start, not the id's first presence ever).
+	starting := true
 	for {
 		// Bounded, so that a network gone silent cannot stall presence.
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := w.backend.WorkerSeen(callCtx, queue.Presence{
-			ID: w.cfg.ID, Devices: w.cfg.Devices, Queues: w.cfg.Queues, Device: w.device.report(),
+			ID: w.cfg.ID, Devices: w.cfg.Devices, Queues: w.cfg.Queues, Device: w.deviceReport(), Starting: starting,
 		})
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("recording presence", "err", err)
+		switch {
+		case err == nil:
+			starting = false
+			w.presenceLog.ok()
+		case ctx.Err() == nil:
+			w.presenceLog.failed(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -597,4 +708,38 @@ func (w *Worker) presence(ctx context.Context) {
 		case <-w.presenceNow: // the phone's health changed
 		}
 	}
+}
+
+// maxSkippedPolls is how many polls in a row a direct worker skips at
+// most: a deployment without any reaper (none announces scheduled jobs
+// as they fall due) still finds them within that many polls.
+const maxSkippedPolls = 30
+
+// pollSkipper remembers whether a direct worker's last claim came back
+// empty, and what its listener had published before it began.
+type pollSkipper struct {
+	before  uint64 // the notifier's latest when the claim began
+	pending uint64
+	empty   bool
+	skipped int
+}
+
+func (p *pollSkipper) claiming(n *queue.JobNotifier) {
+	if n != nil {
+		p.pending = n.Latest()
+	}
+}
+
+func (p *pollSkipper) claimed(empty bool) {
+	p.empty, p.before, p.skipped = empty, p.pending, 0
+}
+
+// skip reports whether the poll may skip its claim: the last one came
+// back empty, and nothing was published since it began.
+func (p *pollSkipper) skip(n *queue.JobNotifier) bool {
+	if n == nil || !p.empty || n.Latest() != p.before || p.skipped >= maxSkippedPolls {
+		return false
+	}
+	p.skipped++
+	return true
 }

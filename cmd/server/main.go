@@ -4,11 +4,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,7 +25,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/apitoken"
-	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
@@ -31,6 +32,7 @@ import (
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/connlimit"
 	"github.com/leasehold/leasehold/web/dashboard"
@@ -43,7 +45,9 @@ const usage = `usage:
   server token create --role admin|worker --name NAME
   server token list
   server token revoke NAME
-  server prune [--dry-run]                         one retention pass now; print what it removed
+  server prune [--dry-run] [--file-grace 1h]       one retention pass now; print what it removed
+  server artifacts migrate --to URL [--artifacts FROM]
+                                                   copy every artifact file to other storage (s3://bucket/prefix), verified; resumable
   server --version                                 print the version and commit
 
 The database is $DATABASE_URL; when it is unset, a private PostgreSQL
@@ -60,11 +64,17 @@ func run(args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "migrate":
-			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return migrateCmd(pool, args[1:]) })
+			return withDatabase("migrate", func(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
+				return migrateCmd(pool, out, args[1:])
+			})
 		case "token":
-			return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error { return tokenCmd(ctx, pool, args[1:]) })
+			return withDatabase("token", func(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
+				return tokenCmd(ctx, pool, out, args[1:])
+			})
 		case "prune":
 			return pruneCmd(args[1:])
+		case "artifacts":
+			return artifactsCmd(args[1:])
 		case "help":
 			return serve([]string{"--help"})
 		case "version", "-version", "--version":
@@ -81,7 +91,7 @@ func serve(args []string) error {
 	var (
 		addr      = fs.String("addr", "127.0.0.1:8080", "listen address")
 		migrate   = fs.Bool("migrate", true, "apply migrations at start")
-		artifacts = fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
+		artifacts = fs.String("artifacts", "./.leasehold/artifacts", cli.ArtifactsUsage)
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		demo      = fs.Bool("demo", false, "submit a few simulated investigations at start (once)")
 		maxConns  = fs.Int("max-connections", 4096, "most client connections open at once; more wait to be accepted")
@@ -94,6 +104,10 @@ func serve(args []string) error {
 		handover = fs.Duration("handover", queue.DefaultHandover, "how long a job claimed over the worker API waits for its worker's first heartbeat before it is given to another worker, uncounted (0.5s to 1m)")
 		reqTime  = fs.Duration("request-timeout", web.DefaultRequestTimeout,
 			"how long a request may take before it is answered 503, 0 for no bound (claims may wait longer, event streams and downloads are not bounded)")
+		readURL = fs.String("read-database-url", "",
+			"a streaming read replica of the database: the dashboard's pages and the admin API's lists read from it while it keeps up (default: none, everything reads the primary)")
+		readMaxLag = fs.Duration("read-max-lag", replica.DefaultMaxLag,
+			"how far the read replica may be behind the primary and still be read; past it, or while it does not answer, the primary is read")
 		timeouts cli.DatabaseTimeouts
 	)
 	timeouts.Register(fs)
@@ -125,16 +139,25 @@ func serve(args []string) error {
 	if err := queue.CheckHandover(*handover); err != nil {
 		return fmt.Errorf("--handover: %w", err)
 	}
+	if *readMaxLag < time.Second {
+		return fmt.Errorf("--read-max-lag %s: want at least 1s (the replica is checked each second)", *readMaxLag)
+	}
 	logger := cli.NewLogger(*logFormat, slog.LevelInfo)
 	defer cli.FlushLog(logger)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
 
-	pool, closeDB, err := openDatabase(ctx, logger, timeouts)
+	pool, closeDB, err := openDatabase(ctx, logger, timeouts, false)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	// Every write of the start (migrations, tokens, the admin user, the
+	// webhook events) goes to DATABASE_URL: a standby there would refuse
+	// the first one with a cryptic "read-only transaction".
+	if err := checkPrimary(ctx, pool); err != nil {
+		return err
+	}
 	if *migrate {
 		if err := db.Migrate(pool); err != nil {
 			return err
@@ -152,9 +175,14 @@ func serve(args []string) error {
 		return fmt.Errorf("setting up the admin user: %w", err)
 	}
 	client := queue.NewClient(pool, logger)
-	store, err := artifact.New(*artifacts, client, artifact.Limits{})
+	reads, closeReads, err := openReadReplica(ctx, *readURL, *readMaxLag, client, logger, timeouts)
 	if err != nil {
-		return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+		return err
+	}
+	defer closeReads()
+	store, err := cli.OpenArtifacts(ctx, *artifacts, client)
+	if err != nil {
+		return err
 	}
 	if *demo {
 		if err := submitDemo(ctx, client); err != nil {
@@ -162,13 +190,22 @@ func serve(args []string) error {
 		}
 	}
 	metrics := web.NewMetrics(client)
+	if reads.Status().Configured {
+		metrics.ObserveReadReplica(reads)
+		go func() { _ = reads.Run(ctx) }()
+	}
 	// Every process records the events this server sends (none without
 	// a URL): replicas share one webhook configuration.
 	if err := client.ConfigureWebhooks(ctx, webhooks.Events); err != nil {
 		return err
 	}
+	// One LISTEN connection serves the remote workers' long polls, every
+	// open dashboard's live updates and the reaper's wake-ups: every
+	// listening session of the database is woken, a transaction, by
+	// every notification on any channel.
+	jobs := queue.NewJobNotifier(pool, logger)
 	services := []maintenance.Service{
-		maintenance.NewReaper(pool, maintenance.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap}),
+		maintenance.NewReaper(pool, maintenance.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap, Wakes: jobs.ReaperWakes()}),
 		maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store, Logger: logger}),
 		maintenance.NewScheduler(pool, maintenance.SchedulerConfig{Logger: logger}),
 	}
@@ -185,23 +222,27 @@ func serve(args []string) error {
 	maintained := make(chan error, 1)
 	go func() { maintained <- maintainer.Run(ctx) }()
 
-	// One LISTEN connection serves the remote workers' long polls and
-	// every open dashboard's live updates.
-	jobs := queue.NewJobNotifier(pool, logger)
 	// Open dashboards may hold at most a quarter of the connections, so
 	// that they never crowd out workers and page loads.
 	hub := live.NewHub(live.Config{MaxStreams: max(1, min(1000, *maxConns/4))})
 	jobs.WatchChanges(hub.Notify)
+	// Tokens are checked from memory while the listener hears every
+	// change of one (a revoke, on any server or the CLI, forgets them).
+	jobs.WatchTokens(tokens.Listening)
+	go tokens.Run(ctx)
 	go jobs.Run(ctx)
+	// Remote workers' presence, many reports a statement.
+	presence := client.NewPresenceBatch(0)
+	go presence.Run(ctx)
 	// The database sends changes only while some server has streams open.
 	go hub.KeepWatched(ctx, client, logger)
 	handler := web.New(web.Config{
 		Pool: pool, Queue: client, Tokens: tokens, Logger: logger, ArtifactsDir: *artifacts, Metrics: metrics,
-		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub,
+		Jobs: jobs, Artifacts: store, Auth: signIn, TrustedProxies: trustedProxies, Live: hub, Reads: reads,
 		Handover:       *handover,
 		RequestTimeout: requestTimeout(*reqTime),
 
-		MaxClaimsPerToken: *perToken, MaxStreamsPerSession: *perSession,
+		MaxClaimsPerToken: *perToken, MaxStreamsPerSession: *perSession, Presence: presence,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -286,12 +327,20 @@ func requestTimeout(d time.Duration) time.Duration {
 }
 
 // openDatabase connects to $DATABASE_URL, or starts the private cluster,
-// and waits until the target database answers.
-func openDatabase(ctx context.Context, logger *slog.Logger, timeouts cli.DatabaseTimeouts) (*pgxpool.Pool, func(), error) {
+// and waits until the target database answers. A subcommand (existing)
+// uses only a private cluster the server made before: one made for it
+// would be an empty database that is not the server's.
+func openDatabase(ctx context.Context, logger *slog.Logger, timeouts cli.DatabaseTimeouts, existing bool) (*pgxpool.Pool, func(), error) {
 	url := os.Getenv("DATABASE_URL")
 	stopCluster := func() {}
 	if url == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger})
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: logger, MustExist: existing})
+		if errors.Is(err, pgcluster.ErrNoCluster) {
+			return nil, nil, fmt.Errorf("DATABASE_URL is not set, so this would use the private cluster, and %w: "+
+				"the server makes one there when it runs without DATABASE_URL; a subcommand never does. "+
+				"Set DATABASE_URL to the server's database (under systemd, load its settings first: "+
+				"set -a; . /etc/leasehold/server.env; set +a)", err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("no DATABASE_URL, and the private cluster could not start: %w", err)
 		}
@@ -313,22 +362,106 @@ func openDatabase(ctx context.Context, logger *slog.Logger, timeouts cli.Databas
 	return pool, func() { pool.Close(); stopCluster() }, nil
 }
 
-func withDatabase(fn func(context.Context, *pgxpool.Pool) error) error {
+// readConnectTimeout bounds each connection to the read replica: one
+// that does not answer is given up fast, and its reads go to the primary.
+const readConnectTimeout = time.Second
+
+// openReadReplica returns where the server's read-only pages read: the
+// replica of url (nothing waits for it to answer) and primary, or the
+// primary alone when url is "".
+func openReadReplica(ctx context.Context, url string, maxLag time.Duration, primary *queue.Client, logger *slog.Logger, timeouts cli.DatabaseTimeouts) (*replica.Reads, func(), error) {
+	if url == "" {
+		return replica.New(replica.Config{Primary: primary, Logger: logger}), func() {}, nil
+	}
+	cfg := db.PoolConfig{URL: url, AppName: "leasehold-server-read", MaxConns: 16, Logger: logger, CustomPlans: true, NoWait: true}
+	timeouts.Apply(&cfg)
+	cfg.ConnectTimeout = min(cfg.ConnectTimeout, readConnectTimeout)
+	pool, err := db.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--read-database-url: %w", err)
+	}
+	reads := replica.New(replica.Config{Primary: primary, Replica: queue.NewClient(pool, logger), MaxLag: maxLag, Logger: logger})
+	return reads, pool.Close, nil
+}
+
+// checkPrimary refuses a DATABASE_URL that reaches a standby: the server
+// writes there. A replica belongs in --read-database-url.
+func checkPrimary(ctx context.Context, pool *pgxpool.Pool) error {
+	w, err := db.New(pool).WritableCheck(ctx)
+	if err != nil {
+		return fmt.Errorf("checking the database: %w", err)
+	}
+	if w.InRecovery {
+		return errors.New("DATABASE_URL reaches a standby (in recovery), which refuses the server's writes: " +
+			"give it the primary (a multi-host URL with target_session_attrs=read-write finds it), and the standby as LEASEHOLD_READ_DATABASE_URL")
+	}
+	return nil
+}
+
+// withDatabase runs subcommand name's fn on the server's database. What
+// fn prints goes to stdout only once the database is closed and every log
+// line is out on stderr, so that the answer is the end of the output even
+// where the two streams are one (2>&1, docker compose exec): the last
+// line of `token create` is the token. A database without this build's
+// schema (not the server's, or never migrated) is named before fn runs,
+// except by migrate, which is what fixes it.
+func withDatabase(name string, fn func(context.Context, *pgxpool.Pool, io.Writer) error) error {
 	logger := cli.NewLogger("text", slog.LevelInfo)
-	defer cli.FlushLog(logger)
 	ctx, stop := cli.SignalContext(logger)
 	defer stop()
-	// Migrations and retention passes may run long statements on
-	// purpose: only connecting is bounded.
-	pool, closeDB, err := openDatabase(ctx, logger, cli.DatabaseTimeouts{Connect: db.DefaultConnectTimeout})
+	var out bytes.Buffer
+	err := func() error {
+		// Migrations and retention passes may run long statements on
+		// purpose: only connecting is bounded.
+		pool, closeDB, err := openDatabase(ctx, logger, cli.DatabaseTimeouts{Connect: db.DefaultConnectTimeout}, true)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		if name != "migrate" {
+			if err := checkSchema(pool); err != nil {
+				return err
+			}
+		}
+		return fn(ctx, pool, &out)
+	}()
+	cli.FlushLog(logger)
+	_, _ = os.Stdout.Write(out.Bytes())
+	return err
+}
+
+// checkSchema says when pool's database is not at this build's schema
+// version, which a subcommand would otherwise meet as a missing table.
+func checkSchema(pool *pgxpool.Pool) error {
+	mg, err := db.NewMigrator(pool)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	return fn(ctx, pool)
+	v, dirty, err := mg.Version()
+	err = errors.Join(err, mg.Close())
+	switch {
+	case err != nil:
+		return err
+	case v == 0:
+		return fmt.Errorf("%s has no Leasehold schema: it is not the server's database, "+
+			"or no server has started on it yet (start the server once, or run `server migrate up`)", describeDatabase(pool))
+	case dirty:
+		return fmt.Errorf("%s is at schema version %d, dirty: a migration failed half-way; fix it by hand", describeDatabase(pool), v)
+	case v != db.SchemaVersion:
+		return fmt.Errorf("%s is at schema version %d, this build needs %d: "+
+			"run this build's server once, or `server migrate up`", describeDatabase(pool), v, db.SchemaVersion)
+	}
+	return nil
 }
 
-func migrateCmd(pool *pgxpool.Pool, args []string) error {
+// describeDatabase names pool's database for a message: host and
+// database name, never the password.
+func describeDatabase(pool *pgxpool.Pool) string {
+	c := pool.Config().ConnConfig
+	return fmt.Sprintf("the database %q on %s", c.Database, c.Host)
+}
+
+func migrateCmd(pool *pgxpool.Pool, out io.Writer, args []string) error {
 	if len(args) != 1 {
 		return errors.New("usage: server migrate up|down|version")
 	}
@@ -353,10 +486,10 @@ func migrateCmd(pool *pgxpool.Pool, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("version %d (expected %d)", v, db.SchemaVersion)
+	fmt.Fprintf(out, "version %d (expected %d)", v, db.SchemaVersion)
 	if dirty {
-		fmt.Print(", dirty: a migration failed half-way; fix it by hand")
+		fmt.Fprint(out, ", dirty: a migration failed half-way; fix it by hand")
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// pruneCmd is server prune [--dry-run]: one retention pass with the
+// pruneCmd is server prune [--dry-run] [--file-grace D]: one retention pass with the
 // server's configuration, every artifact file looked at, and a report of
 // what went (or would go).
 func pruneCmd(args []string) error {
@@ -26,7 +25,8 @@ func pruneCmd(args []string) error {
 		fs.PrintDefaults()
 	}
 	dryRun := fs.Bool("dry-run", false, "delete nothing; print what a pass would remove")
-	artifacts := fs.String("artifacts", "./.leasehold/artifacts", "artifact storage directory")
+	artifacts := fs.String("artifacts", "./.leasehold/artifacts", cli.ArtifactsUsage)
+	fileGrace := fs.Duration("file-grace", artifact.DefaultGCGrace, "leave artifact files written within this long (0s: remove any file no row names)")
 	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
@@ -37,14 +37,18 @@ func pruneCmd(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("server prune: unexpected argument %q", fs.Arg(0))
 	}
-	return withDatabase(func(ctx context.Context, pool *pgxpool.Pool) error {
-		store, err := artifact.New(*artifacts, queue.NewClient(pool, nil), artifact.Limits{})
+	if *fileGrace < 0 {
+		return fmt.Errorf("--file-grace %v: want 0s or more", *fileGrace)
+	}
+	return withDatabase("prune", func(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
+		store, err := cli.OpenArtifacts(ctx, *artifacts, queue.NewClient(pool, nil))
 		if err != nil {
-			return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+			return err
 		}
+		store.SetGCGrace(*fileGrace)
 		p := maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store})
 		res, err := p.Prune(ctx, maintenance.PruneOptions{DryRun: *dryRun, Sweep: true})
-		printPrune(os.Stdout, retention, res, *dryRun)
+		printPrune(out, retention, res, *dryRun)
 		return err
 	})
 }

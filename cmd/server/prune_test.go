@@ -61,6 +61,13 @@ func TestPruneCommand(t *testing.T) {
 		t.Fatalf("prune printed:\n%s\nand left %d jobs, want 0", out, count())
 	}
 
+	if err := run([]string{"prune", "--file-grace", "-1s"}); err == nil || !strings.Contains(err.Error(), "--file-grace") {
+		t.Fatalf("negative --file-grace: %v, want an error naming the flag", err)
+	}
+	if err := run([]string{"prune", "--file-grace", "0s"}); err != nil {
+		t.Fatalf("--file-grace 0s: %v", err)
+	}
+
 	t.Setenv("LEASEHOLD_RETENTION", "cancelled=7weeks")
 	if err := run([]string{"prune"}); err == nil || !strings.Contains(err.Error(), "7weeks") {
 		t.Fatalf("bad retention: %v, want an error naming the value", err)

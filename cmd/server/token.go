@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -15,7 +15,7 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
+func tokenCmd(ctx context.Context, pool *pgxpool.Pool, out io.Writer, args []string) error {
 	store := apitoken.NewStore(pool)
 	if len(args) == 0 {
 		return errors.New("usage: server token create|list|revoke")
@@ -35,15 +35,16 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("created %s token %q; it is shown this once and stored only as a hash:\n", tok.Role, tok.Name)
-		fmt.Println(secret)
+		// The token alone on the last line: `| tail -1` takes it.
+		fmt.Fprintf(out, "created %s token %q; it is shown this once and stored only as a hash:\n", tok.Role, tok.Name)
+		fmt.Fprintln(out, secret)
 		return nil
 	case "list":
 		toks, err := store.List(ctx)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tLAST USED\tREVOKED")
 		for _, t := range toks {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), orDash(t.LastUsedAt), orDash(t.RevokedAt))
@@ -53,7 +54,7 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
 		if len(args) != 2 {
 			return errors.New("usage: server token revoke NAME")
 		}
-		return revokeToken(ctx, pool, store, args[1])
+		return revokeToken(ctx, pool, out, store, args[1])
 	default:
 		return fmt.Errorf("unknown token command %q: want create, list or revoke", args[0])
 	}
@@ -64,15 +65,15 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, args []string) error {
 // instead of when their leases would have run out. A token revoked
 // already is reported as such, and its leases are ended all the same, so
 // that running it again finishes a revoke that was cut short.
-func revokeToken(ctx context.Context, pool *pgxpool.Pool, store *apitoken.Store, name string) error {
+func revokeToken(ctx context.Context, pool *pgxpool.Pool, out io.Writer, store *apitoken.Store, name string) error {
 	tok, already, err := store.Revoke(ctx, name)
 	if err != nil {
 		return err
 	}
 	if already {
-		fmt.Printf("%q was already revoked (at %s)\n", name, tok.RevokedAt.Format(time.RFC3339))
+		fmt.Fprintf(out, "%q was already revoked (at %s)\n", name, tok.RevokedAt.Format(time.RFC3339))
 	} else {
-		fmt.Printf("revoked %q\n", name)
+		fmt.Fprintf(out, "revoked %q\n", name)
 	}
 	if tok.Role != apitoken.RoleWorker {
 		return nil
@@ -84,7 +85,7 @@ func revokeToken(ctx context.Context, pool *pgxpool.Pool, store *apitoken.Store,
 		return fmt.Errorf("the token is revoked, but its running leases run until their deadlines (run the revoke again): %w", err)
 	}
 	if len(ended) > 0 {
-		fmt.Printf("ended %d running lease(s) of %q; jobs %v are taken back and retried\n", len(ended), name, ended)
+		fmt.Fprintf(out, "ended %d running lease(s) of %q; jobs %v are taken back and retried\n", len(ended), name, ended)
 	}
 	return nil
 }

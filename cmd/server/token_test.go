@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestTokenRevokeEndsWorkerLeases(t *testing.T) {
 	revoked, admin := lease("phone-1"), lease("ops") // "ops" could be a direct worker's name
 
 	for _, name := range []string{"phone-1", "ops"} {
-		if err := tokenCmd(ctx, pool, []string{"revoke", name}); err != nil {
+		if err := tokenCmd(ctx, pool, io.Discard, []string{"revoke", name}); err != nil {
 			t.Fatalf("revoking %s: %v", name, err)
 		}
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,14 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/pgcluster"
 	"github.com/leasehold/leasehold/executor"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/window"
 	"github.com/leasehold/leasehold/worker"
 )
 
@@ -71,7 +73,7 @@ func run(args []string) error {
 		databaseURL = fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL; unset: the private cluster in ./.leasehold/pg)")
 		serverURL   = fs.String("server-url", "", "Leasehold server URL, to work through its worker API instead of PostgreSQL")
 		token       = fs.String("token", "", "worker token for --server-url")
-		artifacts   = fs.String("artifacts", "./.leasehold/artifacts", "where screenshots are stored")
+		artifacts   = fs.String("artifacts", "./.leasehold/artifacts", "where a direct worker stores screenshots, as the server: "+cli.ArtifactsUsage)
 		grace       = fs.Duration("grace", 30*time.Second, "how long running jobs may finish after SIGTERM before their leases are released")
 		killGrace   = fs.Duration("kill-grace", 10*time.Second, "how long an exec command has between SIGTERM and SIGKILL when its attempt must stop")
 		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 10s direct, 1s remote)")
@@ -79,6 +81,9 @@ func run(args []string) error {
 		deviceInfo  = fs.String("device-info", "", "command printing one JSON object about the phone (battery, charging, adb, model, …), run at start, every --device-info-every and after each job")
 		infoEvery   = fs.Duration("device-info-every", time.Minute, "how often --device-info runs between jobs")
 		minBattery  = fs.Int("min-battery", queue.DefaultMinBattery, "with --device-info: claim nothing while the battery is under this percentage and not charging")
+		preflight   = fs.String("preflight", "", "command run before each job starts (is the phone unlocked, the app installable, …); failing, it releases the job uncounted and the worker claims nothing until it passes again")
+		postflight  = fs.String("postflight", "", "command run after each job ends, whatever the outcome (uninstall, clear data, go home); failing, the worker claims nothing until a preflight passes")
+		available   = fs.String("available", "", "this worker's weekly availability window in its owner's time zone, e.g. \"mon-fri 22:00-07:00, sat-sun 00:00-24:00 Europe/Berlin\": it claims nothing outside it (set at start; \"\" removes the window; unset leaves the one the API or dashboard set)")
 		logFormat   = fs.String("log-format", "text", "log format: text or json")
 		logLevel    slog.Level // info
 		spoolDir    = fs.String("spool-dir", defaultSpoolDir(), "where artifacts wait until the server (or the artifact store) has them; a directory of its own per worker process inside it, and what killed workers left there is removed at start")
@@ -111,6 +116,11 @@ func run(args []string) error {
 		return fmt.Errorf("--heartbeat %v: must be shorter than --lease %v", *heartbeat, *lease)
 	}
 
+	if *available != "" {
+		if _, err := window.Parse(*available); err != nil {
+			return fmt.Errorf("--available %q: %w", *available, err)
+		}
+	}
 	if *minBattery < 0 || *minBattery > 100 {
 		return fmt.Errorf("--min-battery %d: must be between 0 and 100", *minBattery)
 	}
@@ -124,6 +134,21 @@ func run(args []string) error {
 			return fmt.Errorf("--device-info: %w", err)
 		}
 		infoFunc = probe.Run
+	}
+	var preFunc, postFunc worker.CheckFunc
+	if *preflight != "" {
+		c, err := executor.NewCheck("preflight", *preflight, 0, logger)
+		if err != nil {
+			return fmt.Errorf("--preflight: %w", err)
+		}
+		preFunc = c.Run
+	}
+	if *postflight != "" {
+		c, err := executor.NewCheck("postflight", *postflight, 0, logger)
+		if err != nil {
+			return fmt.Errorf("--postflight: %w", err)
+		}
+		postFunc = c.Run
 	}
 	if *minBattery == 0 {
 		*minBattery = -1 // worker.Config's 0 is the default
@@ -143,10 +168,14 @@ func run(args []string) error {
 		Lease: *lease, Heartbeat: *heartbeat, Grace: *grace, Poll: *poll, Reaper: *reaper,
 		Executor: exec, Logger: logger,
 		DeviceInfo: infoFunc, DeviceInfoEvery: *infoEvery, MinBattery: *minBattery, Spool: spool,
+		Preflight: preFunc, Postflight: postFunc,
 	}
 	var w *worker.Worker
 	if *serverURL != "" || *token != "" {
 		// At home behind a router: only the server's HTTPS API.
+		if err := checkCertFile(os.Getenv("SSL_CERT_FILE")); err != nil {
+			return err
+		}
 		remote, err := worker.NewRemote(*serverURL, *token, logger)
 		if err != nil {
 			return err
@@ -160,6 +189,11 @@ func run(args []string) error {
 		}
 		cfg.ID = whoami
 		cfg.Backend = remote
+		if flagSet(fs, "available") {
+			if err := remote.SetAvailability(ctx, *available); err != nil {
+				return fmt.Errorf("--available: %w", err)
+			}
+		}
 		w = worker.New(cfg)
 	} else {
 		url := *databaseURL
@@ -178,11 +212,16 @@ func run(args []string) error {
 			return err
 		}
 		defer pool.Close()
-		// The same storage the server reads: its LEASEHOLD_ARTIFACTS on a
-		// shared host or volume.
-		store, err := artifact.New(*artifacts, queue.NewClient(pool, logger), artifact.Limits{})
+		// The same storage the server reads: its LEASEHOLD_ARTIFACTS (a
+		// shared host or volume, or the same bucket).
+		store, err := cli.OpenArtifacts(ctx, *artifacts, queue.NewClient(pool, logger))
 		if err != nil {
-			return fmt.Errorf("opening artifact storage %s: %w", *artifacts, err)
+			return err
+		}
+		if flagSet(fs, "available") {
+			if err := setAvailability(ctx, queue.NewClient(pool, logger), cfg.ID, *available); err != nil {
+				return fmt.Errorf("--available: %w", err)
+			}
 		}
 		w = worker.NewDirect(pool, store, cfg)
 	}
@@ -198,10 +237,51 @@ func defaultSpoolDir() string {
 	return filepath.Join(".leasehold", "spool")
 }
 
+// setAvailability sets (or, for "", removes) worker id's own window, as
+// the worker API does for a remote worker.
+func setAvailability(ctx context.Context, q *queue.Client, id, text string) error {
+	if strings.TrimSpace(text) == "" {
+		if err := q.ClearAvailability(ctx, queue.ScopeWorker, id); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	_, err := q.SetAvailability(ctx, queue.ScopeWorker, id, text, "worker:"+id)
+	return err
+}
+
+// flagSet reports whether flag name was given (or its LEASEHOLD_ variable set).
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	_, env := os.LookupEnv("LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+	return set || env
+}
+
 // idSet reports whether --id was given (or LEASEHOLD_ID set).
 func idSet(fs *flag.FlagSet) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "id" })
 	_, env := os.LookupEnv("LEASEHOLD_ID")
 	return set || env
+}
+
+// checkCertFile refuses an SSL_CERT_FILE this process cannot use. Go reads
+// it once, quietly falls back to the system's roots when it cannot, and
+// then calls the server's certificate one "signed by unknown authority"
+// until the worker restarts: a private CA's root copied with its 0600
+// mode, read by the worker's service user, looked exactly like a wrong
+// certificate.
+func checkCertFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("SSL_CERT_FILE: %w (this worker runs as uid %d; a CA root copied from Caddy is 0600: install -m 644 it)", err, os.Getuid())
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return fmt.Errorf("SSL_CERT_FILE %s holds no PEM certificate", path)
+	}
+	return nil
 }

@@ -40,3 +40,27 @@ func TestHelpListsFlagsAndSucceeds(t *testing.T) {
 		}
 	}
 }
+
+// An SSL_CERT_FILE the worker cannot use stops it at start with the file
+// named, rather than every request failing as "unknown authority".
+func TestCertFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	missing := dir + "/caddy-root.crt"
+	if err := checkCertFile(missing); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "SSL_CERT_FILE") {
+		t.Errorf("missing file: %v", err)
+	}
+	garbage := dir + "/garbage.crt"
+	if err := os.WriteFile(garbage, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkCertFile(garbage); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("file without a certificate: %v", err)
+	}
+	if err := checkCertFile(""); err != nil {
+		t.Errorf("unset: %v", err)
+	}
+	// A real root, as Caddy writes it.
+	if err := checkCertFile("testdata/root.crt"); err != nil {
+		t.Errorf("a PEM root: %v", err)
+	}
+}

@@ -69,10 +69,19 @@ var searchRoots = []string{"/usr/lib/postgresql"}
 var ErrNoPostgres = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or under /usr/lib/postgresql/*/bin: " +
 	"install PostgreSQL (e.g. `apt-get install postgresql`) or set DATABASE_URL to use an existing database")
 
+// ErrNoCluster is returned (wrapped) by Start with Config.MustExist when
+// Dir holds no cluster yet.
+var ErrNoCluster = errors.New("there is no private cluster")
+
 // Config says where the cluster lives.
 type Config struct {
 	Dir    string       // data lives in Dir/data; default "./.leasehold/pg" (made absolute)
 	Logger *slog.Logger // default slog.Default()
+	// MustExist makes Start use only a cluster that was initialised
+	// before (and start it if it is stopped): it never runs initdb nor
+	// creates Dir. For a one-off command, which must act on the server's
+	// database and not on a new empty one made where it happens to run.
+	MustExist bool
 }
 
 // Cluster is a running private cluster.
@@ -111,6 +120,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("resolving cluster dir: %w", err)
 	}
 
+	if cfg.MustExist {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("%w in %s (no such directory)", ErrNoCluster, dir)
+		}
+	}
 	initdb, pgCtl, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -164,6 +178,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		os.Remove(c.sockDir)
 		return nil, err
+	}
+	if cfg.MustExist {
+		if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err != nil {
+			return fail(fmt.Errorf("%w in %s (%s holds none)", ErrNoCluster, dir, c.dataDir))
+		}
 	}
 	if err := c.initialise(ctx, initdb); err != nil {
 		return fail(err)

@@ -15,9 +15,13 @@ var ErrNoPostgres = errors.New("the private PostgreSQL cluster needs Linux or ma
 
 // Config says where the cluster would live.
 type Config struct {
-	Dir    string
-	Logger *slog.Logger
+	Dir       string
+	Logger    *slog.Logger
+	MustExist bool
 }
+
+// ErrNoCluster is never returned here: Start fails with ErrNoPostgres.
+var ErrNoCluster = errors.New("there is no private cluster")
 
 // Cluster is never running on this system.
 type Cluster struct{}

@@ -10,8 +10,11 @@ import (
 	"cmp"
 	"log/slog"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Config is what the admin API needs.
@@ -34,3 +37,8 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	return &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, logger: cmp.Or(cfg.Logger, slog.Default())}
 }
+
+// read is the client c's answer reads with: the replica's on the routes
+// that allow it while it keeps up (httpx.ReadReplica), else the
+// primary's.
+func (h *Handler) read(c echo.Context) *queue.Client { return httpx.Reader(c, h.queue) }

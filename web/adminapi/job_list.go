@@ -51,7 +51,7 @@ func (h *Handler) ListJobs(c echo.Context) error {
 		}
 		cursor = n
 	}
-	jobs, next, err := h.queue.List(c.Request().Context(), f, cursor, int(limit))
+	jobs, next, err := h.read(c).List(c.Request().Context(), f, cursor, int(limit))
 	if err != nil {
 		return err
 	}

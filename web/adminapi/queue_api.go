@@ -16,7 +16,7 @@ const queueBodyLimit = 4 << 10
 
 // ListQueues is GET /api/v1/queues: every queue that has jobs or settings.
 func (h *Handler) ListQueues(c echo.Context) error {
-	queues, err := h.queue.Queues(c.Request().Context())
+	queues, err := h.read(c).Queues(c.Request().Context())
 	if err != nil {
 		return err
 	}

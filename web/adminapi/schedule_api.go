@@ -63,7 +63,7 @@ func (h *Handler) CreateSchedule(c echo.Context) error {
 
 // ListSchedules answers every schedule, by name.
 func (h *Handler) ListSchedules(c echo.Context) error {
-	list, err := h.queue.Schedules(c.Request().Context())
+	list, err := h.read(c).Schedules(c.Request().Context())
 	if err != nil {
 		return err
 	}

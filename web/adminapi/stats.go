@@ -13,15 +13,15 @@ import (
 // rather than by counting jobs or artifacts.
 func (h *Handler) Stats(c echo.Context) error {
 	ctx := c.Request().Context()
-	counts, err := h.queue.Counts(ctx)
+	counts, err := h.read(c).Counts(ctx)
 	if err != nil {
 		return err
 	}
-	workers, err := h.queue.Workers(ctx, queue.OnlineWindow) // the workers online
+	workers, err := h.read(c).Workers(ctx, queue.OnlineWindow) // the workers online
 	if err != nil {
 		return err
 	}
-	storage, err := h.queue.ArtifactStorage(ctx)
+	storage, err := h.read(c).ArtifactStorage(ctx)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 
 // ListWorkers answers the workers seen in the last 24 hours, latest first.
 func (h *Handler) ListWorkers(c echo.Context) error {
-	workers, err := h.queue.WorkerStatuses(c.Request().Context(), queue.WorkerListWindow, queue.OnlineWindow, queue.WorkerOutcomeWindow)
+	workers, err := h.read(c).WorkerStatuses(c.Request().Context(), queue.WorkerListWindow, queue.OnlineWindow, queue.WorkerOutcomeWindow)
 	if err != nil {
 		return err
 	}

@@ -10,14 +10,21 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/replica"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // Config is what the pages need.
 type Config struct {
-	Queue  *queue.Client
+	Queue *queue.Client
+	// Reads, when set, is where the read-only pages read from (see
+	// httpx.ReadReplica), and what the overview says of it.
+	Reads  *replica.Reads
 	Auth   *auth.Service
 	Logger *slog.Logger
 	// Live, when set, serves GET /events and makes pages update from it.
@@ -35,6 +42,7 @@ type Config struct {
 // Handler serves the pages; its exported methods are echo handlers.
 type Handler struct {
 	queue           *queue.Client
+	reads           *replica.Reads
 	auth            *auth.Service
 	logger          *slog.Logger
 	live            *live.Hub
@@ -46,6 +54,7 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	return &Handler{
 		queue:           cfg.Queue,
+		reads:           cfg.Reads,
 		auth:            cfg.Auth,
 		logger:          cmp.Or(cfg.Logger, slog.Default()),
 		live:            cfg.Live,
@@ -53,3 +62,8 @@ func New(cfg Config) *Handler {
 		streams:         newSessionStreams(cmp.Or(cfg.MaxStreamsPerSession, DefaultMaxStreamsPerSession)),
 	}
 }
+
+// read is the client c's page reads with: the replica's when the route
+// allows it and the replica keeps up (httpx.ReadReplica), else the
+// primary's. Whatever must read its own write uses h.queue.
+func (h *Handler) read(c echo.Context) *queue.Client { return httpx.Reader(c, h.queue) }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/web/httpx"
 )
@@ -123,8 +122,10 @@ func (h *Handler) Events(c echo.Context) error {
 			return nil // signed out here
 		case <-keepAlive.C:
 			// Signed out on another server, or expired: it ends. A
-			// database that does not answer ends nothing.
-			if _, err := h.auth.Session(ctx, cookie.Value); errors.Is(err, auth.ErrNoSession) {
+			// database that does not answer ends nothing. One check of
+			// every open session at most every half keep-alive serves
+			// all the streams.
+			if !h.streams.live(ctx, cookie.Value, h.eventsKeepAlive/2, h.auth.SessionsAlive) {
 				return nil
 			}
 			if !send(": keep-alive\n\n") {

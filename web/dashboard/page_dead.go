@@ -17,7 +17,7 @@ import (
 func (h *Handler) DeadPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := parseListQuery(c, false)
-	counts, err := h.queue.Counts(ctx)
+	counts, err := h.read(c).Counts(ctx)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
@@ -31,7 +31,7 @@ func (h *Handler) DeadPage(c echo.Context) error {
 		v.Invalid = true
 		return render(c, http.StatusBadRequest, templates.Dead(page, v))
 	}
-	jobs, next, err := h.queue.List(ctx, queue.Filter{State: queue.StateDead}, q.cursor, deadPageSize)
+	jobs, next, err := h.read(c).List(ctx, queue.Filter{State: queue.StateDead}, q.cursor, deadPageSize)
 	if err != nil {
 		return fmt.Errorf("listing dead letters: %w", err)
 	}
@@ -39,11 +39,11 @@ func (h *Handler) DeadPage(c echo.Context) error {
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	shots, err := h.queue.LatestScreenshots(ctx, ids, deadShotsPerJob)
+	shots, err := h.read(c).LatestScreenshots(ctx, ids, deadShotsPerJob)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
-	permanent, err := h.queue.PermanentlyDead(ctx, ids)
+	permanent, err := h.read(c).PermanentlyDead(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
@@ -70,6 +70,6 @@ func (h *Handler) DeadPage(c echo.Context) error {
 	if q.cursor > 0 {
 		v.FirstURL = "/dead"
 	}
-	v.Pushed, v.LiveURL, page.Live = live != "", listURL("/dead", templates.ListFilter{}, q.cursor, nil), live
+	v.Pushed, v.LiveURL, page.Live = live != "", listURL("/dead", templates.ListFilter{}, q.cursor, listFlashParams(c)), live
 	return render(c, http.StatusOK, templates.Dead(page, v))
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -61,7 +61,12 @@ func (h *Handler) jobPageAction(c echo.Context, act func(context.Context, int64,
 
 func (h *Handler) renderJobPage(c echo.Context, status int, id int64, notice string) error {
 	live := h.liveURL(id) // before reading: what changes after the read is replayed
-	d, total, err := h.queue.DetailRecent(c.Request().Context(), id, jobPageEvents, jobPageEventChars)
+	d, total, err := h.read(c).DetailRecent(c.Request().Context(), id, jobPageEvents, jobPageEventChars)
+	if errors.Is(err, queue.ErrNotFound) && httpx.FromReplica(c) {
+		// A job newer than the replica's replay (a link sent the moment
+		// it was submitted) is the primary's to show.
+		d, total, err = h.queue.DetailRecent(c.Request().Context(), id, jobPageEvents, jobPageEventChars)
+	}
 	if errors.Is(err, queue.ErrNotFound) {
 		return h.jobPageMissing(c, id)
 	}
@@ -71,9 +76,13 @@ func (h *Handler) renderJobPage(c echo.Context, status int, id int64, notice str
 	v := newJobPageView(d)
 	v.EventsTotal = int(total)
 	v.Notice = notice
-	if v.State == string(queue.StatePending) && v.Device != "" {
-		if v.Waiting, err = h.deviceWaiting(c.Request().Context(), v.Device, v.Queue); err != nil {
+	if d.State == queue.StatePending {
+		why, err := h.queue.WhyWaiting(c.Request().Context(), id)
+		if err != nil {
 			return err
+		}
+		if w, ok := why[id]; ok {
+			v.Waiting, v.WaitKind = waitSentence(w, time.Now()), string(w.Kind)
 		}
 	}
 	if ok, err := h.jobPageReplay(c, d, &v); !ok {
@@ -111,25 +120,4 @@ func (h *Handler) jobPageMissing(c echo.Context, id int64) error {
 // jobProblem answers a browser's bad request with a page, not JSON.
 func (h *Handler) jobProblem(c echo.Context, status int, title, message string) error {
 	return render(c, status, templates.JobProblem(h.page(c, title, "jobs"), templates.JobProblemView{Title: title, Message: message}))
-}
-
-// deviceWaiting says why a pending job for device in queue is not taken,
-// when that is for want of a fit phone: none with that label is online
-// (and takes the queue), or every one that is holds back. "" when some
-// phone could take it.
-func (h *Handler) deviceWaiting(ctx context.Context, device, queueName string) (string, error) {
-	a, err := h.queue.DeviceAvailability(ctx, device, queueName, queue.OnlineWindow)
-	switch {
-	case err != nil:
-		return "", err
-	case a.Claiming > 0:
-		return "", nil
-	case a.Online == 0:
-		return fmt.Sprintf("waiting for %s: no such phone online", device), nil
-	}
-	reasons := strings.Join(a.Reasons, "; ")
-	if a.Online == 1 {
-		return fmt.Sprintf("waiting for %s: the only such phone online is not claiming (%s)", device, reasons), nil
-	}
-	return fmt.Sprintf("waiting for %s: all %d such phones online are not claiming (%s)", device, a.Online, reasons), nil
 }

@@ -79,7 +79,7 @@ func (h *Handler) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.
 			step = min(choice.step, len(steps))
 		}
 		shot := steps[step-1]
-		message, err := h.queue.ProgressBefore(c.Request().Context(), d.ID, a.Number, shot.CreatedAt)
+		message, err := h.read(c).ProgressBefore(c.Request().Context(), shot)
 		if err != nil {
 			return false, err
 		}

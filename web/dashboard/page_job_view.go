@@ -100,6 +100,15 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		v.Attempts = append(v.Attempts, ja)
 	}
 
+	for i := len(d.Events) - 1; i >= 0; i-- {
+		if e := d.Events[i]; e.Type == "retried" {
+			var by struct{ By string }
+			if json.Unmarshal(e.Detail, &by) == nil && by.By != "" {
+				v.RetriedBy, v.RetriedAt = by.By, e.At
+			}
+			break
+		}
+	}
 	for i := len(d.Events) - 1; i >= 0 && len(v.Events) < jobPageEvents; i-- {
 		e := d.Events[i]
 		je := templates.JobEvent{At: e.At, Type: e.Type, Detail: jobPageCompact(e.Detail)}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -37,16 +38,41 @@ func (h *Handler) JobsPage(c echo.Context) error {
 		return render(c, http.StatusBadRequest, templates.Jobs(page, v))
 	}
 	f := queue.Filter{State: queue.State(q.filter.State), Kind: q.filter.Kind, Queue: q.filter.Queue, App: q.filter.App}
-	jobs, next, err := h.queue.List(c.Request().Context(), f, q.cursor, jobsPageSize)
+	jobs, next, err := h.read(c).List(c.Request().Context(), f, q.cursor, jobsPageSize)
 	if err != nil {
 		return fmt.Errorf("listing jobs for the jobs page: %w", err)
 	}
+	// Why the pending ones wait: one statement for the whole page.
+	var pending []int64
+	for _, j := range jobs {
+		if j.State == queue.StatePending {
+			pending = append(pending, j.ID)
+		}
+	}
+	why, err := h.queue.WhyWaiting(c.Request().Context(), pending...)
+	if err != nil {
+		return fmt.Errorf("reading why jobs wait for the jobs page: %w", err)
+	}
+	now := time.Now()
 	v.Rows = make([]templates.JobsRow, len(jobs))
 	for i, j := range jobs {
 		v.Rows[i] = templates.JobsRow{
 			ID: j.ID, App: listPayloadApp(j.Payload), Kind: j.Kind, State: string(j.State),
-			Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Worker: listDeref(j.LeaseOwner),
+			Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 			Created: j.CreatedAt, LastError: listErrorLine(j.LastError),
+		}
+		if w, ok := why[j.ID]; ok {
+			r := &v.Rows[i]
+			if r.Waiting = waitBadge(w, now); r.Waiting != "" {
+				r.WaitKind, r.WaitTitle = string(w.Kind), waitSentence(w, now)
+			}
+		}
+		// lease_owner outlives the lease: a pending job waiting for its
+		// retry still names the worker that lost or released it, which
+		// the column would show as the one running it. A finished job
+		// keeps the worker it last ran on: that is its history.
+		if j.State != queue.StatePending {
+			v.Rows[i].Worker = listDeref(j.LeaseOwner)
 		}
 	}
 	if next != nil {

@@ -23,7 +23,7 @@ import (
 // hex, as the form hands it out (crypto/rand, 128 bits).
 var newJobKeyPattern = regexp.MustCompile(`^[0-9a-fA-F]{1,64}$`)
 
-// The submit form's fixed choices: investigations go to the default queue.
+// The submit form's kind, and the queue it preselects.
 const (
 	newJobKind  = "app_investigation"
 	newJobQueue = "default"
@@ -33,8 +33,21 @@ const (
 // idempotency key, so that its double submit makes one job while a new
 // form makes a new one.
 func (h *Handler) NewJobForm(c echo.Context) error {
-	v := templates.NewJobView{Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts), ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
-	return render(c, http.StatusOK, templates.NewJobForm(h.page(c, "New investigation", "new"), v))
+	v := templates.NewJobView{Queue: newJobQueue, Priority: "0", MaxAttempts: strconv.Itoa(queue.DefaultMaxAttempts), ConcurrencyLimit: "1", IdempotencyKey: newJobKey()}
+	return h.newJobRender(c, http.StatusOK, v)
+}
+
+// newJobRender shows the form with the known queues as the Queue
+// field's suggestions (a new name is allowed, as in the API).
+func (h *Handler) newJobRender(c echo.Context, status int, v templates.NewJobView) error {
+	queues, err := h.queue.Queues(c.Request().Context())
+	if err != nil {
+		return fmt.Errorf("listing queues for the submit form: %w", err)
+	}
+	for _, q := range queues {
+		v.Queues = append(v.Queues, q.Name)
+	}
+	return render(c, status, templates.NewJobForm(h.page(c, "New investigation", "new"), v))
 }
 
 // SubmitNewJob submits the form: 303 to the job (a new one, or the one
@@ -62,7 +75,7 @@ func (h *Handler) SubmitNewJob(c echo.Context) error {
 			"Check the values below and submit again to create a new one."
 		in.ExistingJob = "/jobs/" + strconv.FormatInt(job.ID, 10)
 		in.IdempotencyKey = newJobKey()
-		return render(c, http.StatusConflict, templates.NewJobForm(h.page(c, "New investigation", "new"), in))
+		return h.newJobRender(c, http.StatusConflict, in)
 	case errors.As(err, &ve):
 		if name := newJobFormField(ve.Field); newJobIsField(name) {
 			return h.newJobInvalid(c, in, map[string]string{name: ve.Message}, "")
@@ -89,7 +102,7 @@ func (h *Handler) newJobInvalid(c echo.Context, in templates.NewJobView, errs ma
 	default:
 		in.Notice = fmt.Sprintf("The investigation was not submitted: %d fields need a change.", len(errs))
 	}
-	return render(c, http.StatusUnprocessableEntity, templates.NewJobForm(h.page(c, "New investigation", "new"), in))
+	return h.newJobRender(c, http.StatusUnprocessableEntity, in)
 }
 
 // readNewJobInput reads the posted form as typed, minus surrounding
@@ -98,7 +111,7 @@ func (h *Handler) newJobInvalid(c echo.Context, in templates.NewJobView, errs ma
 func readNewJobInput(c echo.Context) templates.NewJobView {
 	field := func(name string) string { return strings.TrimSpace(c.FormValue(name)) }
 	return templates.NewJobView{
-		App: field("app"), StoreURL: field("store_url"), Device: field("device"),
+		Queue: field("queue"), App: field("app"), StoreURL: field("store_url"), Device: field("device"),
 		Instructions:   strings.ReplaceAll(field("instructions"), "\r\n", "\n"),
 		Priority:       field("priority"),
 		MaxAttempts:    field("max_attempts"),
@@ -135,15 +148,18 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 		}
 	}
 	p := queue.InvestigationPayload{App: in.App, StoreURL: in.StoreURL, Device: in.Device, Instructions: in.Instructions}
+	// The queue is checked by queue's own rule (and message), as the API
+	// checks it; empty is the default queue, as in the API.
+	queueName := in.Queue
 	payload, err := json.Marshal(p)
 	if err != nil {
 		return queue.NewJob{}, errs, "its fields cannot be encoded"
 	}
 	// queue's checks stop at the first problem; to show every wrong field
 	// at once, set each one it names aside and check again.
-	for range 4 {
+	for range 5 {
 		probe, _ := json.Marshal(p)
-		trial := queue.NewJob{Kind: newJobKind, Queue: newJobQueue, Payload: probe}
+		trial := queue.NewJob{Kind: newJobKind, Queue: queueName, Payload: probe}
 		var ve *queue.ValidationError
 		if !errors.As(trial.Normalize(), &ve) {
 			break
@@ -155,6 +171,8 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 		}
 		errs[name] = ve.Message
 		switch name {
+		case "queue":
+			queueName = newJobQueue
 		case "app":
 			p.App = "com.example.placeholder"
 		case "store_url":
@@ -167,7 +185,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	}
 	key := in.IdempotencyKey
 	nj = queue.NewJob{
-		Kind: newJobKind, Queue: newJobQueue, Priority: int32(priority), Payload: payload,
+		Kind: newJobKind, Queue: in.Queue, Priority: int32(priority), Payload: payload,
 		MaxAttempts: new(int32(maxAttempts)), IdempotencyKey: &key,
 		ConcurrencyKey: concurrencyKey, ConcurrencyLimit: new(int32(concurrencyLimit)),
 	}
@@ -182,7 +200,7 @@ func newJobFormField(name string) string { return strings.TrimPrefix(name, "payl
 // form's.
 func newJobIsField(name string) bool {
 	switch name {
-	case "app", "store_url", "device", "instructions", "priority", "max_attempts", "concurrency_key", "concurrency_limit":
+	case "queue", "app", "store_url", "device", "instructions", "priority", "max_attempts", "concurrency_key", "concurrency_limit":
 		return true
 	}
 	return false

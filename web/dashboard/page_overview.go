@@ -3,11 +3,13 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/templates"
+	"github.com/leasehold/leasehold/web/httpx"
 )
 
 // overviewDeadLetters is how many of the latest dead letters the overview
@@ -21,19 +23,19 @@ const overviewDeadLetters = 5
 func (h *Handler) OverviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	live := h.liveURL(0) // before reading: what changes after the read is replayed
-	counts, err := h.queue.Counts(ctx)
+	counts, err := h.read(c).Counts(ctx)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	dead, err := h.queue.RecentDead(ctx, overviewDeadLetters)
+	dead, err := h.read(c).RecentDead(ctx, overviewDeadLetters)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	workers, err := h.queue.Workers(ctx, queue.OnlineWindow)
+	workers, err := h.read(c).Workers(ctx, queue.OnlineWindow)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
-	storage, err := h.queue.ArtifactStorage(ctx)
+	storage, err := h.read(c).ArtifactStorage(ctx)
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
@@ -57,7 +59,27 @@ func (h *Handler) OverviewPage(c echo.Context) error {
 	for i, w := range workers {
 		v.Workers[i] = templates.OverviewWorker{ID: w.ID, Device: listDeref(w.Device), Running: w.Running, LastSeen: w.LastSeen}
 	}
+	v.ReadFrom, v.FromReplica = h.readFrom(c)
 	page := h.page(c, "Overview", "overview")
 	v.Pushed, page.Live = live != "", live
 	return render(c, http.StatusOK, templates.Overview(page, v))
+}
+
+// readFrom says where c's page was read, when there is a read replica:
+// "replica, lag 0s", or why the primary was ("primary: replica lag 7s
+// (more than 5s)", "primary: this browser just made a change").
+func (h *Handler) readFrom(c echo.Context) (string, bool) {
+	if h.reads == nil {
+		return "", false
+	}
+	s := h.reads.Status()
+	switch {
+	case !s.Configured:
+		return "", false
+	case httpx.FromReplica(c):
+		return "replica, lag " + s.Lag.Round(time.Second).String(), true
+	case s.Reading:
+		return "primary: this browser just made a change", false
+	}
+	return "primary: " + s.Why, false
 }

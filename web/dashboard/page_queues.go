@@ -26,7 +26,7 @@ type refusedLimit struct{ queue, typed, reason string }
 
 // renderQueues shows the queues page.
 func (h *Handler) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
-	queues, err := h.queue.Queues(c.Request().Context())
+	queues, err := h.read(c).Queues(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("queues page: %w", err)
 	}

@@ -26,7 +26,7 @@ func (h *Handler) SchedulesPage(c echo.Context) error {
 }
 
 func (h *Handler) renderSchedules(c echo.Context, status int, v templates.SchedulesView) error {
-	list, err := h.queue.Schedules(c.Request().Context())
+	list, err := h.read(c).Schedules(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("schedules page: %w", err)
 	}

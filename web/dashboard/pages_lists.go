@@ -91,6 +91,20 @@ func listURL(path string, f templates.ListFilter, cursor int64, extra url.Values
 	return path + "?" + v.Encode()
 }
 
+// listFlashParams are the parameters of listFlashNotices in the request,
+// for a page whose notices sit inside the part that refreshes itself:
+// its refreshes ask with them, or the first refresh (at once after a
+// retry, which changes the list) would take the notice away.
+func listFlashParams(c echo.Context) url.Values {
+	v := url.Values{}
+	for _, k := range []string{"done", "skipped", "stopping"} {
+		if p := c.QueryParam(k); p != "" {
+			v.Set(k, p)
+		}
+	}
+	return v
+}
+
 // listFlashNotices turns the done= parameter a bulk action redirects with
 // (done=retried:3, done=cancelled:1, done=none; skipped=N, stopping=N)
 // into notices. Flashes travel in the URL, not in server-side state; a

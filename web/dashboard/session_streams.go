@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
+	"time"
 )
 
 // DefaultMaxStreamsPerSession is Config.MaxStreamsPerSession's default:
@@ -20,6 +22,11 @@ type sessionStreams struct {
 	max  int
 	mu   sync.Mutex
 	open map[[32]byte]map[*sessionStream]struct{}
+	// alive is what the last check of every open session found, at
+	// checkedAt; checking is closed when the check under way ends.
+	alive     map[[32]byte]bool
+	checkedAt time.Time
+	checking  chan struct{}
 }
 
 // sessionStream is one open stream of a session; ended is closed when
@@ -70,4 +77,69 @@ func (s *sessionStreams) end(token string) {
 	for st := range s.open[sessionKey(token)] {
 		st.once.Do(func() { close(st.ended) })
 	}
+}
+
+// live reports whether the session of token may keep its stream, from one
+// check of every session with a stream open on this server (check) at
+// most every every: a hundred open dashboards cost one statement per
+// interval, not a hundred. A check that fails ends nothing (a database
+// that does not answer must not close every dashboard).
+func (s *sessionStreams) live(ctx context.Context, token string, every time.Duration,
+	check func(context.Context, [][32]byte) (map[[32]byte]bool, error)) bool {
+	k := sessionKey(token)
+	s.mu.Lock()
+	for {
+		if s.alive != nil && time.Since(s.checkedAt) < every {
+			if alive, ok := s.alive[k]; ok {
+				s.mu.Unlock()
+				return alive
+			}
+		}
+		if s.checking == nil {
+			break
+		}
+		wait := s.checking
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return true
+		}
+		s.mu.Lock()
+		if s.alive == nil || time.Since(s.checkedAt) >= every {
+			s.mu.Unlock()
+			return true // that check failed
+		}
+		if alive, ok := s.alive[k]; ok {
+			s.mu.Unlock()
+			return alive
+		}
+		// Opened after that check began: check again.
+	}
+	keys := make([][32]byte, 0, len(s.open)+1)
+	for key := range s.open {
+		keys = append(keys, key)
+	}
+	if _, ok := s.open[k]; !ok {
+		keys = append(keys, k)
+	}
+	done := make(chan struct{})
+	s.checking = done
+	s.mu.Unlock()
+
+	alive, err := check(ctx, keys)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checking = nil
+	close(done)
+	if err != nil {
+		s.alive = nil
+		return true
+	}
+	s.alive = make(map[[32]byte]bool, len(keys))
+	for _, key := range keys {
+		s.alive[key] = alive[key]
+	}
+	s.checkedAt = time.Now()
+	return s.alive[k]
 }

@@ -50,6 +50,7 @@ func (h *Handler) UploadArtifact(c echo.Context) error {
 	}
 	l := queue.Lease{JobID: id, WorkerID: workerName(c)}
 	haveToken := false
+	var step int32
 	if v := req.Header.Get(leaseTokenHeader); v != "" {
 		if l.Token, err = parseLeaseToken(v); err != nil {
 			return err
@@ -78,11 +79,19 @@ func (h *Handler) UploadArtifact(c echo.Context) error {
 				return httpx.BadRequest("lease_token", "differs from the %s header", leaseTokenHeader)
 			}
 			l.Token, haveToken = tok, true
+		case api.ArtifactStepField:
+			v, err := io.ReadAll(io.LimitReader(part, 64))
+			if err != nil {
+				return uploadReadError(err)
+			}
+			if step, err = parseStep(string(v)); err != nil {
+				return err
+			}
 		case api.ArtifactFileField:
 			if !haveToken {
 				return httpx.BadRequest("lease_token", "must come before the file part, or be sent in the %s header", leaseTokenHeader)
 			}
-			return h.storeUpload(c, l, part)
+			return h.storeUpload(c, l, step, part)
 		default:
 			if _, err := io.Copy(io.Discard, part); err != nil {
 				return uploadReadError(err)
@@ -92,9 +101,9 @@ func (h *Handler) UploadArtifact(c echo.Context) error {
 }
 
 // storeUpload streams the file part into storage and answers.
-func (h *Handler) storeUpload(c echo.Context, l queue.Lease, part *multipart.Part) error {
+func (h *Handler) storeUpload(c echo.Context, l queue.Lease, step int32, part *multipart.Part) error {
 	body := &readTracker{r: part}
-	a, err := h.artifacts.Put(c.Request().Context(), l, part.FileName(), body)
+	a, err := h.artifacts.PutStep(c.Request().Context(), l, part.FileName(), step, body)
 	var rejected *artifact.RejectedError
 	switch {
 	case body.err != nil:
@@ -149,4 +158,14 @@ func (t *readTracker) Read(p []byte) (int, error) {
 		t.err = err
 	}
 	return n, err
+}
+
+// parseStep reads the step field: the attempt's step the artifact belongs
+// to, an integer from 1 to queue.MaxStep.
+func parseStep(v string) (int32, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 1 || n > queue.MaxStep {
+		return 0, httpx.BadRequest(api.ArtifactStepField, "must be an integer from 1 to %d", queue.MaxStep)
+	}
+	return int32(n), nil
 }

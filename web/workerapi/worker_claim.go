@@ -64,7 +64,15 @@ func (h *Handler) Claim(c echo.Context) error {
 	// more than the time between the request's arrival and the claim's
 	// now(): the worker may add it to its send time (see waited_ms).
 	waited := time.Since(received)
-	jobs, err := h.queue.Claim(ctx, p)
+	var jobs []queue.Job
+	if waiter != nil {
+		// Skipped when a claim of the same queues and devices came back
+		// empty since the last notification (queue.ClaimGate.First): an
+		// idle fleet's polls then wait without a statement each.
+		jobs, err = h.claims.First(waiter, p, func() ([]queue.Job, error) { return h.queue.Claim(ctx, p) })
+	} else {
+		jobs, err = h.queue.Claim(ctx, p)
+	}
 	if err != nil {
 		return err
 	}

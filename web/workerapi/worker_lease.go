@@ -2,7 +2,9 @@ package workerapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -125,7 +127,14 @@ func (h *Handler) Progress(c echo.Context) error {
 	if len(req.Message) > maxMessageBytes {
 		return httpx.BadRequest("message", "must be at most %d bytes", maxMessageBytes)
 	}
-	if err := h.queue.Progress(c.Request().Context(), l, req.Progress, req.Message); err != nil {
+	var step int32
+	if req.Step != nil {
+		if *req.Step < 1 || *req.Step > queue.MaxStep {
+			return httpx.BadRequest("step", "must be an integer from 1 to %d", queue.MaxStep)
+		}
+		step = int32(*req.Step)
+	}
+	if err := h.queue.ProgressStep(c.Request().Context(), l, step, req.Progress, req.Message); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -184,8 +193,14 @@ func (h *Handler) Presence(c echo.Context) error {
 	if req.InfoAgeMs != nil && (*req.InfoAgeMs < 0 || *req.InfoAgeMs > maxInfoAge.Milliseconds()) {
 		return httpx.BadRequest("info_age_ms", "must be between 0 and %d", maxInfoAge.Milliseconds())
 	}
-	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: queue.DeviceReportFromAPI(req)}
-	if err := h.queue.WorkerSeen(c.Request().Context(), presence); err != nil {
+	presence := queue.Presence{ID: p.WorkerID, Devices: p.Devices, Queues: p.Queues, Device: queue.DeviceReportFromAPI(req), Starting: req.Starting}
+	// A start is rare and dates the worker anew: it is written at once;
+	// every other presence joins the server's batch.
+	record := h.queue.WorkerSeen
+	if h.presence != nil && !presence.Starting {
+		record = h.presence.Record
+	}
+	if err := record(c.Request().Context(), presence); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -195,4 +210,28 @@ func (h *Handler) Presence(c echo.Context) error {
 // lets it check its token before it starts.
 func (h *Handler) Whoami(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.WhoamiResponse{WorkerID: workerName(c)})
+}
+
+// Availability is PUT /api/v1/worker/availability: the calling worker
+// sets its own window (worker --available); an empty window clears it.
+func (h *Handler) Availability(c echo.Context) error {
+	body, err := httpx.ReadBody(c, httpx.ActionBodyLimit)
+	if err != nil {
+		return err
+	}
+	var req api.AvailabilityPut
+	if err := httpx.DecodeObject(body, &req, ""); err != nil {
+		return err
+	}
+	ctx, name := c.Request().Context(), workerName(c)
+	if strings.TrimSpace(req.Window) == "" {
+		if err := h.queue.ClearAvailability(ctx, queue.ScopeWorker, name); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
+	if _, err := h.queue.SetAvailability(ctx, queue.ScopeWorker, name, req.Window, "worker:"+name); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// at once; more are answered 429 at once (default
 	// DefaultMaxClaimsPerToken).
 	MaxClaimsPerToken int
+	// Presence, when set and running, records presence in batches; nil
+	// writes each report on its own (queue.Client.WorkerSeen).
+	Presence *queue.PresenceBatch
 }
 
 // Handler serves the worker API; its exported methods are echo handlers.
@@ -38,6 +41,7 @@ type Handler struct {
 	claims    *queue.ClaimGate
 	handover  time.Duration
 	open      *openClaims
+	presence  *queue.PresenceBatch
 }
 
 // MaxClaimWait is the longest a claim may wait for a job (its wait_ms):
@@ -49,7 +53,7 @@ const claimTurns = 4
 
 // New returns the worker API's handler.
 func New(cfg Config) *Handler {
-	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs, handover: cmp.Or(cfg.Handover, queue.DefaultHandover),
+	h := &Handler{queue: cfg.Queue, artifacts: cfg.Artifacts, jobs: cfg.Jobs, handover: cmp.Or(cfg.Handover, queue.DefaultHandover), presence: cfg.Presence,
 		open: newOpenClaims(cmp.Or(cfg.MaxClaimsPerToken, DefaultMaxClaimsPerToken))}
 	if h.jobs != nil {
 		h.claims = queue.NewClaimGate(h.jobs, claimTurns)

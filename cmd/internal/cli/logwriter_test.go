@@ -83,3 +83,31 @@ func TestFlushLogAndLongLines(t *testing.T) {
 	}
 	FlushLog(slog.New(slog.DiscardHandler)) // any logger
 }
+
+// Durations read as "30s" in both formats, in a group and through With,
+// and a value that is not a duration keeps its JSON type.
+func TestLogDurationsAsStrings(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			out := &logOutput{}
+			out.w = newLogWriter(&out.b)
+			logger := newLogger(out.w, format, slog.LevelInfo)
+			logger.With("lease", 30*time.Second).Info("claimed",
+				slog.Group("timing", "heartbeat", 10*time.Second+500*time.Millisecond), "attempt", 3)
+			FlushLog(logger)
+			got := out.String()
+			want := []string{`"lease":"30s"`, `"heartbeat":"10.5s"`, `"attempt":3`}
+			if format == "text" {
+				want = []string{"lease=30s", "timing.heartbeat=10.5s", "attempt=3"}
+			}
+			for _, w := range want {
+				if !strings.Contains(got, w) {
+					t.Errorf("want %s in %s", w, got)
+				}
+			}
+			if strings.Contains(got, "30000000000") {
+				t.Errorf("a duration in nanoseconds: %s", got)
+			}
+		})
+	}
+}

@@ -31,8 +31,11 @@ func SignalContext(logger *slog.Logger) (context.Context, func()) {
 // writes records of level and above. Lines below Warn may wait up to
 // logFlushEvery in a buffer: call FlushLog before exiting.
 func NewLogger(format string, level slog.Leveler) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	w := newLogWriter(os.Stderr)
+	return newLogger(newLogWriter(os.Stderr), format, level)
+}
+
+func newLogger(w *logWriter, format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsString}
 	var h slog.Handler
 	if format == "json" {
 		h = slog.NewJSONHandler(w, opts)
@@ -40,6 +43,18 @@ func NewLogger(format string, level slog.Leveler) *slog.Logger {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(flushingHandler{h, w})
+}
+
+// durationAsString writes a time.Duration as "30s" rather than the
+// JSON handler's bare nanoseconds ("lease":30000000000), which a person
+// reading the log, or a query over it, would have to divide to read. The
+// text handler already writes "30s"; both go through here so the two
+// formats agree.
+func durationAsString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // SplitList splits a comma-separated flag value, dropping empty parts.

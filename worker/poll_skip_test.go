@@ -1,0 +1,56 @@
+package worker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/executor"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+// countingBackend counts the claims of a direct worker.
+type countingBackend struct {
+	worker.Direct
+	claims atomic.Int64
+}
+
+func (b *countingBackend) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {
+	b.claims.Add(1)
+	return b.Direct.Claim(ctx, p)
+}
+
+// An idle direct worker's fallback polls skip their claims while nothing
+// was published since its last empty claim: a fleet waiting costs the
+// database nothing per poll. A notified job is claimed at once, and a job
+// that came without any notification is still found within
+// maxSkippedPolls polls.
+func TestDirectWorkerPollsSkipWhileNothingWasPublished(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	b := &countingBackend{Direct: worker.Direct{Client: f.client}}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	w := worker.New(worker.Config{ID: "poller", Poll: 20 * time.Millisecond, Executor: executor.Noop{}, Backend: b, Pool: f.pool})
+	go func() { _ = w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	time.Sleep(200 * time.Millisecond) // the listener connects, the worker claims
+	before := b.claims.Load()
+	time.Sleep(300 * time.Millisecond) // 15 polls
+	if idle := b.claims.Load() - before; idle > 1 {
+		t.Fatalf("%d claims in 15 idle polls, want at most 1", idle)
+	}
+	job := f.submit(t, `{}`, 1) // notifies
+	f.waitState(t, job.ID, queue.StateSucceeded)
+
+	// Without a notification (as SQL written by hand would), within
+	// 30 polls of 20ms and a margin.
+	var id int64
+	if err := f.pool.QueryRow(f.ctx, `INSERT INTO jobs (kind, payload) VALUES ('noop', '{}') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(t, id, queue.StateSucceeded)
+}
