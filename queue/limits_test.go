@@ -239,6 +239,7 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 	for w := range 64 {
 		wg.Go(func() {
 			worker := fmt.Sprintf("w%d", w)
+			idle := 10 * time.Millisecond
 			for finished.Load() < total && time.Now().Before(deadline) {
 				t0 := time.Now()
 				jobs, err := f.client.Claim(ctx, queue.ClaimParams{
@@ -251,11 +252,16 @@ func TestLimitsHoldUnderConcurrentClaimers(t *testing.T) {
 					return
 				}
 				if len(jobs) == 0 {
-					// Idle, as a worker waiting for a notification would be
-					// (64 claimers spinning would only measure the CPU).
-					time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Microsecond)
+					// Idle, as a polling worker is: it waits longer after
+					// each empty answer, up to a second. With a fixed few
+					// milliseconds, 64 claimers kept the database busy
+					// answering "nothing" until each claim took 635 ms on
+					// CI and the jobs did not finish in four minutes.
+					time.Sleep(idle/2 + rand.N(idle/2))
+					idle = min(2*idle, time.Second)
 					continue
 				}
+				idle = 10 * time.Millisecond
 				start := time.Now()
 				time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
 				end := time.Now()
