@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/queue"
 )
 
 // linkedFiles are the Markdown files whose links a reader follows: the
@@ -133,6 +135,31 @@ func TestMarkdownLinksParser(t *testing.T) {
 	for _, want := range []string{"415-content-type-must-be-applicationjson", "4b-no-public-name-a-private-ca", "setup", "setup-1"} {
 		if !a[want] {
 			t.Errorf("no anchor %q in %v", want, a)
+		}
+	}
+}
+
+// TestTroubleshootingNamesEveryWaitKind: every kind of wait the API can
+// answer has its own section in docs/troubleshooting.md, and no section
+// says a kind the server sends is reserved (outside_window was still
+// "reserved" there after windows were built).
+func TestTroubleshootingNamesEveryWaitKind(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/troubleshooting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := headingAnchors(string(b))
+	for _, kind := range queue.WaitKinds {
+		if !anchors[string(kind)] {
+			t.Errorf("docs/troubleshooting.md has no section ## %s", kind)
+		}
+	}
+	sections := strings.Split(string(b), "\n## ")
+	for _, s := range sections {
+		title, body, _ := strings.Cut(s, "\n")
+		if strings.Contains(body, "Reserved") && title != string(queue.WaitRateLimited) {
+			t.Errorf("docs/troubleshooting.md: section %q says it is reserved", title)
 		}
 	}
 }
