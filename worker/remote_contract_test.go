@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -67,4 +68,39 @@ func TestRemoteWorkerAboveTheClaimLimitGetsJobs(t *testing.T) {
 	job := f.submit(t, `{"steps":1,"step_ms":10}`, 1)
 	f.run(t, worker.Config{ID: "wide", Backend: f.remote(t), Concurrency: api.MaxClaimLimit + 50, Poll: 50 * time.Millisecond})
 	f.waitState(t, job.ID, queue.StateSucceeded)
+}
+
+// The remote worker decides on the error's code, never on its message: a
+// lease_lost answer in any words stops the attempt as a lost lease, and a
+// conflict whose message reads like one does not.
+func TestRemoteDecidesOnTheErrorCode(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status   int
+		body     string
+		leaseErr bool
+	}{
+		{http.StatusConflict, `{"error":"Lease verloren","code":"lease_lost"}`, true},
+		{http.StatusConflict, `{"error":"","code":"lease_lost"}`, true},
+		{http.StatusConflict, `{"error":"lease lost: job 7 is held by another worker","code":"conflict"}`, false},
+		{http.StatusConflict, `lease lost`, false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(c.status)
+			_, _ = io.WriteString(w, c.body)
+		}))
+		r, err := worker.NewRemote(srv.URL, "secret", quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Heartbeat(t.Context(), queue.Lease{JobID: 7, Token: 3, WorkerID: "w"})
+		srv.Close()
+		if err == nil {
+			t.Fatalf("%d %s: heartbeat succeeded", c.status, c.body)
+		}
+		if got := errors.Is(err, queue.ErrLeaseLost); got != c.leaseErr {
+			t.Errorf("%d %s: heartbeat error %v, lease lost %v, want %v", c.status, c.body, err, got, c.leaseErr)
+		}
+	}
 }
