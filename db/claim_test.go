@@ -60,3 +60,84 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 		t.Error("the keyed job is in phones, not default: want false")
 	}
 }
+
+// The claim reads the claim index in order and stops at its limit: of
+// 5,000 pending jobs, a claim of 10 reads no more than a few dozen rows of
+// jobs with its generic plan, the one every claim runs (JobClaimAndLimits).
+// Availability windows had made that plan read and sort every pending job
+// (an EXISTS turned semi-join, estimated at one row). A custom plan still
+// reads them all on a table this small (it did before windows too): the
+// reason the claim forces its generic plan.
+func TestClaimReadsOnlyWhatItTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind) SELECT 't' FROM generate_series(1, 5000)`); err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Type     string `json:"Node Type"`
+		Relation string `json:"Relation Name"`
+		Rows     int    `json:"Actual Rows"`
+		Loops    int    `json:"Actual Loops"`
+		Plans    []node `json:"Plans"`
+	}
+	var most func(n node) (string, int)
+	most = func(n node) (string, int) {
+		what, rows := "", 0
+		if n.Relation == "jobs" || n.Type == "Sort" {
+			what, rows = n.Type+" "+n.Relation, n.Rows*max(n.Loops, 1)
+		}
+		for _, c := range n.Plans {
+			if w, r := most(c); r > rows {
+				what, rows = w, r
+			}
+		}
+		return what, rows
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	const mode = "force_generic_plan"
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := conn.Exec(ctx, "ANALYZE jobs"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Exec(ctx, "PREPARE probe_claim(bigint, text, text[], timestamptz, text[], integer, integer, integer, integer) AS "+db.JobClaimSQL); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE probe_claim(NULL, 'w1', '{}', NULL, '{default}', 10, 30000, NULL, 5000)`).Scan(&out)
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "DEALLOCATE probe_claim"); err != nil {
+			t.Fatal(err)
+		}
+		var plan []struct{ Plan node }
+		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
+			t.Fatalf("reading the plan: %v: %s", err, out)
+		}
+		if what, rows := most(plan[0].Plan); rows > 50 {
+			t.Errorf("plan_cache_mode %s, analyzed %v: a claim of 10 of 5,000 pending jobs read %d rows (%s), want at most 50", mode, analyzed, rows, what)
+		} else {
+			t.Logf("plan_cache_mode %s, analyzed %v: at most %d rows (%s)", mode, analyzed, rows, what)
+		}
+	}
+}
