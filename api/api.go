@@ -89,6 +89,11 @@ const (
 	// CodeLeaseLost: the lease token is not current; the worker must stop
 	// the job (409).
 	CodeLeaseLost Code = "lease_lost"
+	// CodeBudgetSpent: the write was recorded and spent the job's budget
+	// (max_cost or max_steps): the attempt is over, failed permanently
+	// with reason "budget spent"; the worker stops the job and writes
+	// nothing more for it (409).
+	CodeBudgetSpent Code = "budget_spent"
 	// CodeTooLarge: the request body is larger than the endpoint takes (413).
 	CodeTooLarge Code = "too_large"
 	// CodeUnsupportedMediaType: the body is not of a type the endpoint takes (415).

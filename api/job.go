@@ -35,6 +35,14 @@ type NewJob struct {
 	// share it at once.
 	ConcurrencyKey   *string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit *int32  `json:"concurrency_limit,omitempty"`
+	// MaxCost (micro-units of the currency usage is reported in) and
+	// MaxSteps are a budget over all the job's attempts.
+	MaxCost  *int64 `json:"max_cost,omitempty"`
+	MaxSteps *int32 `json:"max_steps,omitempty"`
+	// RateLimits names rate-limit keys (at most 8, each at most 200
+	// characters, none twice): each claim of the job spends one unit of
+	// every budget of each.
+	RateLimits []string `json:"rate_limits,omitempty"`
 }
 
 // NewJobs is the body of POST /api/v1/jobs/batch.
@@ -66,14 +74,45 @@ type Job struct {
 	BackoffMaxMs    int32           `json:"backoff_max_ms"`
 	// ConcurrencyKey, when set, limits how many jobs that share it run at
 	// once: this one starts only while fewer than ConcurrencyLimit do.
-	ConcurrencyKey   *string         `json:"concurrency_key"`
-	ConcurrencyLimit int32           `json:"concurrency_limit"`
-	LastError        *string         `json:"last_error"`
-	Result           json.RawMessage `json:"result"`
-	CreatedAt        Time            `json:"created_at"`
-	FinishedAt       *Time           `json:"finished_at"`
+	ConcurrencyKey   *string `json:"concurrency_key"`
+	ConcurrencyLimit int32   `json:"concurrency_limit"`
+	// RateLimits are the job's rate-limit keys; empty when it names none.
+	RateLimits []string        `json:"rate_limits"`
+	LastError  *string         `json:"last_error"`
+	Result     json.RawMessage `json:"result"`
+	CreatedAt  Time            `json:"created_at"`
+	FinishedAt *Time           `json:"finished_at"`
 	// Schedule is the schedule that made the job, if one did.
 	Schedule *string `json:"schedule"`
+	// MaxCost and MaxSteps are the job's budget (null: none);
+	// CostSpentMicros and StepsSpent what all its attempts spent of it
+	// (steps are counted only for a job with max_steps).
+	MaxCost         *int64 `json:"max_cost"`
+	MaxSteps        *int32 `json:"max_steps"`
+	CostSpentMicros int64  `json:"cost_spent_micros"`
+	StepsSpent      int32  `json:"steps_spent"`
+	// Checkpoint is the last one an attempt saved (SPEC "Checkpoints"),
+	// null for none: in a claim answer, what the attempt resumes from.
+	Checkpoint *Checkpoint `json:"checkpoint"`
+}
+
+// Checkpoint is the state an attempt saved to resume from: the step it
+// ends and the executor's state (a JSON object), by which attempt and
+// when. It is also what LEASEHOLD_CHECKPOINT holds for an exec command
+// (step and state only).
+type Checkpoint struct {
+	Step    int32           `json:"step"`
+	State   json.RawMessage `json:"state"`
+	Attempt int32           `json:"attempt,omitempty"`
+	SavedAt *Time           `json:"saved_at,omitempty"`
+}
+
+// CheckpointRequest is the body of the checkpoint action: the step the
+// state ends (>= 0) and the state, a JSON object of at most 64 KiB.
+type CheckpointRequest struct {
+	LeaseRequest
+	Step  *int64          `json:"step"`
+	State json.RawMessage `json:"state"`
 }
 
 // Jobs is a list of jobs: the answer of a batch submit.
@@ -95,6 +134,9 @@ type JobDetail struct {
 	Artifacts []Artifact `json:"artifacts"`
 	Events    []Event    `json:"events"`
 	Effects   []Effect   `json:"effects"`
+	// Usage is what the attempts reported, one entry per attempt, model
+	// and currency, in attempt order.
+	Usage []AttemptUsage `json:"usage"`
 	// Waiting says why the job is not running; null unless it is pending.
 	Waiting *Waiting `json:"waiting"`
 }
@@ -103,8 +145,7 @@ type JobDetail struct {
 type WaitKind string
 
 // The reasons, in the order the server tries them (the first that holds
-// is the answer). WaitRateLimited is reserved for a feature that does
-// not exist yet: no server sends it today.
+// is the answer).
 const (
 	WaitQueuePaused   WaitKind = "queue_paused"
 	WaitNoWorker      WaitKind = "no_worker_for_queue"
@@ -135,9 +176,13 @@ type Waiting struct {
 	Limit   *int64 `json:"limit,omitempty"`
 	// ConcurrencyKey and HeldBy, the oldest running job holding it
 	// (concurrency_key_held).
+	// RateLimitKey is the job's rate-limit key whose budget is spent
+	// (rate_limited; Until is when it returns).
+	RateLimitKey   *string `json:"rate_limit_key,omitempty"`
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 	HeldBy         *int64  `json:"held_by,omitempty"`
-	// Until is when the job is due (backoff, scheduled), or when a phone
+	// Until is when the job is due (backoff, scheduled), when a spent
+	// rate-limit budget returns (rate_limited), or when a phone
 	// that could take it is available again for long enough
 	// (outside_window; absent when its windows never are).
 	Until *Time `json:"until,omitempty"`
@@ -215,6 +260,9 @@ type Selector struct {
 	State State   `json:"state,omitempty"`
 	Kind  string  `json:"kind,omitempty"`
 	Queue string  `json:"queue,omitempty"`
+	// Checkpoint, for a retry only: "resume" (the default) or
+	// "start_over", which clears each job's checkpoint.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // BulkResult answers a bulk retry or cancel: what it changed. Jobs is left

@@ -37,6 +37,8 @@ type ScheduleJob struct {
 	// ConcurrencyKey and ConcurrencyLimit go on each tick's job.
 	ConcurrencyKey   *string `json:"concurrency_key"`
 	ConcurrencyLimit int32   `json:"concurrency_limit"`
+	// RateLimits go on each tick's job; absent when none.
+	RateLimits []string `json:"rate_limits,omitempty"`
 }
 
 // Schedule is a schedule as the API shows it.

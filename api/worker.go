@@ -24,6 +24,8 @@ const (
 	ActionCancelled = "cancelled"
 	ActionEffects   = "effects"
 	ActionArtifacts = "artifacts"
+	// ActionCheckpoint saves the attempt's checkpoint (CheckpointRequest).
+	ActionCheckpoint = "checkpoint"
 )
 
 // JobPath is the worker API's path of an action on job id.

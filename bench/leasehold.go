@@ -78,11 +78,19 @@ func (b *bench) fillLeasehold(ctx context.Context, n int) (string, error) {
 				key := fmt.Sprintf("key-%d", (n-left+i)%b.keys)
 				batch[i].ConcurrencyKey = &key
 			}
+			if b.rated {
+				batch[i].RateLimits = []string{"bench:llm"}
+			}
 		}
 		if _, err := client.InsertMany(ctx, batch); err != nil {
 			return "", fmt.Errorf("inserting jobs: %w", err)
 		}
 		left -= len(batch)
+	}
+	if b.rated {
+		if _, err := client.SetRateLimit(ctx, "bench:llm", []string{"1000000000/min"}, "bench"); err != nil {
+			return "", fmt.Errorf("setting the rate limit: %w", err)
+		}
 	}
 	if b.maxRunning > 0 {
 		limit := int32(b.maxRunning)

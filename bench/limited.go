@@ -7,12 +7,19 @@ import (
 
 // limitedModes are the drains of -limits, in the order each run makes
 // them: the same n jobs free, in a queue capped at maxRunning, and spread
-// over keys concurrency keys of limit 1.
-func (b *bench) limitedModes(maxRunning, keys int) []limitedMode {
+// over keys concurrency keys of limit 1, and each naming one rate-limit
+// key whose budget (10^9/min) never binds (ratedOnly: only the first and
+// the last).
+func (b *bench) limitedModes(maxRunning, keys int, ratedOnly bool) []limitedMode {
+	rated := limitedMode{name: "rate-limited (1 key, 1e9/min)", rated: true}
+	if ratedOnly {
+		return []limitedMode{{name: "uncapped"}, rated}
+	}
 	return []limitedMode{
 		{name: "uncapped"},
 		{name: fmt.Sprintf("capped (max_running %d)", maxRunning), maxRunning: maxRunning},
 		{name: fmt.Sprintf("keyed (%d keys, limit 1)", keys), keys: keys},
+		rated,
 	}
 }
 
@@ -20,18 +27,19 @@ type limitedMode struct {
 	name       string
 	maxRunning int
 	keys       int
+	rated      bool
 }
 
 // limits drains n jobs through Leasehold in each limited mode, runs
 // times, alternating, and prints each mode's median figures and its
 // ratio to the uncapped drain of the same run (the machine's load changes
 // between runs; within one run the modes follow each other closely).
-func (b *bench) limits(ctx context.Context, n, runs, maxRunning, keys int) error {
-	modes := b.limitedModes(maxRunning, keys)
+func (b *bench) limits(ctx context.Context, n, runs, maxRunning, keys int, ratedOnly bool) error {
+	modes := b.limitedModes(maxRunning, keys, ratedOnly)
 	results := make([][]result, len(modes))
 	for i := range runs {
 		for m, mode := range modes {
-			b.maxRunning, b.keys = mode.maxRunning, mode.keys
+			b.maxRunning, b.keys, b.rated = mode.maxRunning, mode.keys, mode.rated
 			r, err := b.runLeasehold(ctx, n)
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode.name, err)
@@ -42,7 +50,7 @@ func (b *bench) limits(ctx context.Context, n, runs, maxRunning, keys int) error
 			results[m] = append(results[m], r)
 		}
 	}
-	b.maxRunning, b.keys = 0, 0
+	b.maxRunning, b.keys, b.rated = 0, 0, false
 
 	fmt.Printf("\n%d no-op jobs, one worker (--concurrency 200), median of %d runs; ratio: median of each run's mode/uncapped\n\n", n, runs)
 	fmt.Println("| drain | jobs/s | / uncapped | commits per job | row writes per job | buffer touches per job |")

@@ -55,6 +55,10 @@ type bench struct {
 	// keys of limit 1 (job i has key i mod keys), so that the drain
 	// measures the keyed claim path.
 	keys int
+	// rated, when set, has every job name one rate-limit key whose
+	// budget never binds, so that the drain measures the rate-limited
+	// claim path.
+	rated bool
 	// workerArgs are more flags for the idle worker (-idle-worker-args).
 	workerArgs []string
 	// webhooks are the webhook events enabled (none when empty): the
@@ -98,6 +102,7 @@ func run() error {
 		idleSched  = flag.String("idle-schedule", "", "with -idle: the idle server holds a schedule of this cron (e.g. @daily) during the window")
 		maxRunning = flag.Int("max-running", 0, "cap Leasehold's queue at this many running jobs (PATCH max_running) before each drain: measures the limited claim path (with -limits: the capped drain's cap, default 100)")
 		keys       = flag.Int("keys", 0, "spread Leasehold's jobs over this many concurrency keys of limit 1: measures the keyed claim path (with -limits: the keyed drain's keys, default 50)")
+		ratedOnly  = flag.Bool("rated-only", false, "with -limits: drain only uncapped and rate-limited (every job names one key with a budget that never binds)")
 		limits     = flag.Bool("limits", false, "instead of Leasehold against River: drain Leasehold uncapped, capped (-max-running) and keyed (-keys) in each run, and print each against the uncapped drain")
 		workerArgs = flag.String("idle-worker-args", "", "more flags for the idle worker, split at spaces (e.g. --device-info=examples/device-info.sh --device-info-every=1s)")
 		streams    = flag.Int("streams", 0, "with -idle: measure again with this many event streams (open dashboards) on the server")
@@ -168,7 +173,7 @@ func run() error {
 		return b.backendCPU(ctx, *n)
 	}
 	if *limits {
-		return b.limits(ctx, *n, *runs, cmp.Or(*maxRunning, 100), cmp.Or(*keys, 50))
+		return b.limits(ctx, *n, *runs, cmp.Or(*maxRunning, 100), cmp.Or(*keys, 50), *ratedOnly)
 	}
 
 	systems := []func(context.Context, int) (result, error){b.runLeasehold, b.runRiver}

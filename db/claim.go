@@ -20,7 +20,10 @@ type Batcher interface {
 // commit of its own. (Hand-written: sqlc has no way to send two different
 // queries together. The claim's rows are read by the generated JobClaim,
 // through batchRows.)
-func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (claimed []JobClaimRow, limited bool, err error) {
+//
+// rated reports a due job of the queues that names rate-limit keys none of
+// which is spent (claimed by JobClaimRated*, never by JobClaim).
+func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (claimed []JobClaimRow, limited, rated bool, err error) {
 	b := &pgx.Batch{}
 	// The claim's generic plan is the plan its custom ones are (the claim
 	// index in order, then the primary key), but PostgreSQL, not knowing
@@ -37,11 +40,11 @@ func JobClaimAndLimits(ctx context.Context, conn Batcher, arg JobClaimParams) (c
 			claimed, err = New(batchRows{rows}).JobClaim(ctx, arg)
 			return err
 		})
-	b.Queue(jobClaimLimitedAny, arg.Queues).QueryRow(func(row pgx.Row) error { return row.Scan(&limited) })
+	b.Queue(jobClaimLimitedAny, arg.Queues, arg.Now).QueryRow(func(row pgx.Row) error { return row.Scan(&limited, &rated) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return claimed, limited, nil
+	return claimed, limited, rated, nil
 }
 
 // batchRows hands rows already sent for in a batch to the generated code
@@ -143,4 +146,35 @@ func (*recorder) Exec(context.Context, string, ...interface{}) (pgconn.CommandTa
 
 func (*recorder) QueryRow(context.Context, string, ...interface{}) pgx.Row {
 	return errRow{errRecorded}
+}
+
+// A rate-limited claim (queue/ratelimit.go) is one transaction of two
+// statements in two round trips: BEGIN with JobClaimRatedLock, then
+// JobClaimRated (unless the claimer chose nothing) with COMMIT. As with a
+// limited claim, a failed batch leaves the transaction open for the
+// caller's Release to close.
+
+// JobClaimRatedBegin begins a rate-limited claim on conn.
+func JobClaimRatedBegin(ctx context.Context, conn Batcher, arg JobClaimRatedLockParams) (cands []JobClaimRatedLockRow, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	queueQuery(ctx, b, func(q *Queries) ([]JobClaimRatedLockRow, error) { return q.JobClaimRatedLock(ctx, arg) }, &cands)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return cands, nil
+}
+
+// JobClaimRatedCommit claims what arg names (unless nil) and commits the
+// rate-limited claim begun on conn.
+func JobClaimRatedCommit(ctx context.Context, conn Batcher, arg *JobClaimRatedParams) (claimed []JobClaimRatedRow, err error) {
+	b := &pgx.Batch{}
+	if arg != nil {
+		queueQuery(ctx, b, func(q *Queries) ([]JobClaimRatedRow, error) { return q.JobClaimRated(ctx, *arg) }, &claimed)
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return claimed, nil
 }

@@ -25,10 +25,11 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind) SELECT 't' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
 	}
+	var rated bool
 	probe := func(queues ...string) (bool, int) {
 		t.Helper()
 		var any bool
-		if err := pool.QueryRow(ctx, db.JobClaimLimitedAnySQL, queues).Scan(&any); err != nil {
+		if err := pool.QueryRow(ctx, db.JobClaimLimitedAnySQL, queues, nil).Scan(&any, &rated); err != nil {
 			t.Fatal(err)
 		}
 		var plan []struct {
@@ -38,7 +39,7 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 			}
 		}
 		var out []byte
-		if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+db.JobClaimLimitedAnySQL, queues).Scan(&out); err != nil {
+		if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+db.JobClaimLimitedAnySQL, queues, nil).Scan(&out); err != nil {
 			t.Fatal(err)
 		}
 		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
@@ -46,8 +47,8 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 		}
 		return any, plan[0].Plan.Hits + plan[0].Plan.Read
 	}
-	if any, buffers := probe("default"); any || buffers > 20 {
-		t.Fatalf("no keyed job pending: any=%v after %d buffers, want false after a few (5,000 pending jobs)", any, buffers)
+	if any, buffers := probe("default"); any || rated || buffers > 20 {
+		t.Fatalf("no keyed or rate-limited job pending: any=%v rated=%v after %d buffers, want false after a few (5,000 pending jobs)", any, rated, buffers)
 	}
 	// Still exact once keyed jobs are pending, in one queue.
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind, queue, concurrency_key) VALUES ('t', 'phones', 'pixel7')`); err != nil {
@@ -58,6 +59,23 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 	}
 	if any, _ := probe("default"); any {
 		t.Error("the keyed job is in phones, not default: want false")
+	}
+	// Rate-limited jobs: rated while a key is not spent, and not once it is.
+	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind, queue, rate_limits) VALUES ('t', 'llm', '{llm:x}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, buffers := probe("llm"); !rated || buffers > 30 {
+		t.Errorf("a due rate-limited job in llm: rated=%v after %d buffers, want true after a few", rated, buffers)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO rate_limit_budgets (key, window_s, budget, window_start, used)
+		VALUES ('llm:x', 3600, 1, rate_window_start(3600, now()), 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if probe("llm"); rated {
+		t.Error("the job's key is spent: want rated false")
+	}
+	if probe("default"); rated {
+		t.Error("the rate-limited job is in llm, not default: want false")
 	}
 }
 

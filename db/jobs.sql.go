@@ -40,9 +40,9 @@ WITH target AS MATERIALIZED (
         lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
 ), ended AS (
-    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, c.checkpoint, c.checkpoint_step, c.checkpoint_attempt, c.checkpoint_at, c.max_cost, c.max_steps, c.cost_spent_micros, c.steps_spent, c.rate_limits, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
@@ -58,7 +58,7 @@ WITH target AS MATERIALIZED (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending FROM changed LEFT JOIN freed ON true ORDER BY id
+SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending, changed.checkpoint, changed.checkpoint_step, changed.checkpoint_attempt, changed.checkpoint_at, changed.max_cost, changed.max_steps, changed.cost_spent_micros, changed.steps_spent, changed.rate_limits FROM changed LEFT JOIN freed ON true ORDER BY id
 `
 
 type JobCancelParams struct {
@@ -71,37 +71,46 @@ type JobCancelParams struct {
 }
 
 type JobCancelRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
@@ -162,6 +171,15 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -171,6 +189,45 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobCheckpoint = `-- name: JobCheckpoint :one
+UPDATE jobs
+SET checkpoint = $1::jsonb, checkpoint_step = $2::integer, checkpoint_attempt = attempt,
+    checkpoint_at = coalesce($3::timestamptz, now())
+WHERE id = $4 AND lease_is_current(state, lease_token, lease_owner, lease_until - (coalesce($3::timestamptz, now()) - now()), $5, $6)
+RETURNING attempt, checkpoint_at::timestamptz AS saved_at
+`
+
+type JobCheckpointParams struct {
+	State      json.RawMessage
+	Step       int32
+	Now        *time.Time
+	ID         int64
+	LeaseToken int64
+	WorkerID   string
+}
+
+type JobCheckpointRow struct {
+	Attempt int32
+	SavedAt time.Time
+}
+
+// Saves the attempt's checkpoint (SPEC "Checkpoints"): @state and the
+// @step it ends, replacing the job's last one. Fenced like every write of
+// an attempt (no row: refused). Touches no indexed column (HOT).
+func (q *Queries) JobCheckpoint(ctx context.Context, arg JobCheckpointParams) (JobCheckpointRow, error) {
+	row := q.db.QueryRow(ctx, jobCheckpoint,
+		arg.State,
+		arg.Step,
+		arg.Now,
+		arg.ID,
+		arg.LeaseToken,
+		arg.WorkerID,
+	)
+	var i JobCheckpointRow
+	err := row.Scan(&i.Attempt, &i.SavedAt)
+	return i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
@@ -185,6 +242,7 @@ WITH gate AS MATERIALIZED (
     WHERE state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
+      AND rate_limits IS NULL
       AND run_at <= coalesce($4::timestamptz, now())
       AND queue = ANY($5::text[])
       AND (device IS NULL OR device = ANY($3::text[]))
@@ -210,12 +268,20 @@ WITH gate AS MATERIALIZED (
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $8::integer))::text) AS sent
     FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $8::integer)) < $9::integer
+), resumed AS (
+    -- An attempt that receives a checkpoint resumes from it: the
+    -- timeline says from which step (SPEC "Checkpoints"). A column test
+    -- on the rows just claimed: a job without one costs nothing more.
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'resumed', attempt,
+           jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
+    FROM claimed WHERE checkpoint IS NOT NULL
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
@@ -231,37 +297,46 @@ type JobClaimParams struct {
 }
 
 type JobClaimRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
@@ -280,7 +355,10 @@ type JobClaimRow struct {
 // capped queue (queue_settings probed per candidate; an array of them
 // computed once per statement instead, as an InitPlan, cost 8 more buffer
 // touches and 40 % more commits per job in the River benchmark, through
-// the plans it led to). JobClaimLimited* claim the others.
+// the plans it led to). JobClaimLimited* claim the others, and
+// JobClaimRated* (queries/rate_limits.sql) the jobs that name rate-limit
+// keys ("rate_limits IS NULL" is jobs_claim_idx's own predicate: the
+// test costs nothing).
 //
 // @handover_ms is set by the worker API only (SPEC lease rule 11): the
 // job is handed over, and its lease first runs only that long (LEAST
@@ -362,6 +440,15 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -420,7 +507,8 @@ WITH gate AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
     FROM qfree CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at FROM jobs j
-        WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.run_at <= now()
+        WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.rate_limits IS NULL
+          AND j.run_at <= now()
           AND (j.device IS NULL OR j.device = ANY($4::text[]))
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
@@ -449,12 +537,20 @@ WITH gate AS MATERIALIZED (
         lease_until = now() + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($8::integer, timeout_ms, $9::integer))::text) AS sent
     FROM claimed HAVING min(LEAST($8::integer, timeout_ms, $9::integer)) < $10::integer
+), resumed AS (
+    -- An attempt that receives a checkpoint resumes from it: the
+    -- timeline says from which step (SPEC "Checkpoints"). A column test
+    -- on the rows just claimed: a job without one costs nothing more.
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'resumed', attempt,
+           jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
+    FROM claimed WHERE checkpoint IS NOT NULL
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimLimitedParams struct {
@@ -471,37 +567,46 @@ type JobClaimLimitedParams struct {
 }
 
 type JobClaimLimitedRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // The second statement of a limited claim: counts what runs now under the
@@ -569,6 +674,15 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -588,11 +702,35 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
                       ORDER BY concurrency_key LIMIT 1), false)
             AND EXISTS (SELECT 1 FROM jobs
                         WHERE state = 'pending' AND concurrency_key IS NOT NULL
-                          AND queue = ANY($1::text[]) AND run_at <= now())))::boolean AS any
+                          AND queue = ANY($1::text[]) AND run_at <= now())))::boolean AS any,
+       -- Whether a due job of these queues names rate-limit keys none of
+       -- which is spent (JobClaimRatedLock could take it). As for keyed
+       -- jobs, whether any is pending at all is asked first, in the order
+       -- of jobs_claim_rated_idx, which only it gives (one page while no
+       -- job names keys): on a table not yet analyzed the question below
+       -- went through jobs_queue_pending_idx, 135 buffers of 5,000 jobs.
+       (COALESCE((SELECT true FROM jobs
+                  WHERE state = 'pending' AND rate_limits IS NOT NULL
+                  ORDER BY priority, run_at, id LIMIT 1), false)
+        AND EXISTS (SELECT 1 FROM jobs
+                    WHERE state = 'pending' AND rate_limits IS NOT NULL
+                      AND queue = ANY($1::text[]) AND run_at <= coalesce($2::timestamptz, now())
+                      AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce($2::timestamptz, now()))))))::boolean AS rated
 `
 
+type JobClaimLimitedAnyParams struct {
+	Queues []string
+	Now    *time.Time
+}
+
+type JobClaimLimitedAnyRow struct {
+	Any   bool
+	Rated bool
+}
+
 // Whether a limited claim could find anything for these queues: a capped
-// queue that is not paused, or a due keyed job. Sent with every fast
+// queue that is not paused, or a due keyed job (any); and whether a
+// rate-limited claim could (rated). Sent with every fast
 // claim, in its round trip and transaction (JobClaimAndLimits).
 //
 // Whether any keyed job is pending at all is asked first, in the order of
@@ -602,11 +740,11 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
 // question below through jobs_queue_pending_idx, reading every pending job
 // (1.5 ms per claim at 20,000 of them). Without keyed jobs, which is the
 // common case, that one page is all it reads.
-func (q *Queries) JobClaimLimitedAny(ctx context.Context, queues []string) (bool, error) {
-	row := q.db.QueryRow(ctx, jobClaimLimitedAny, queues)
-	var any bool
-	err := row.Scan(&any)
-	return any, err
+func (q *Queries) JobClaimLimitedAny(ctx context.Context, arg JobClaimLimitedAnyParams) (JobClaimLimitedAnyRow, error) {
+	row := q.db.QueryRow(ctx, jobClaimLimitedAny, arg.Queues, arg.Now)
+	var i JobClaimLimitedAnyRow
+	err := row.Scan(&i.Any, &i.Rated)
+	return i, err
 }
 
 const jobClaimLimitedLock = `-- name: JobClaimLimitedLock :many
@@ -652,9 +790,21 @@ WITH RECURSIVE keys(k) AS (
     WHERE s.name = ANY($3::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
     SELECT 'key', k FROM due_keys
+    UNION ALL
+    -- Not a limit: whether a due job of these queues names rate-limit
+    -- keys none of which is spent, as JobClaimLimitedAny's rated (the
+    -- claimer then claims them, queue/ratelimit.go).
+    SELECT 'rated', '' WHERE COALESCE((SELECT true FROM jobs
+                                       WHERE state = 'pending' AND rate_limits IS NOT NULL
+                                       ORDER BY priority, run_at, id LIMIT 1), false)
+                         AND EXISTS (
+        SELECT 1 FROM jobs
+        WHERE state = 'pending' AND rate_limits IS NOT NULL
+          AND queue = ANY($3::text[]) AND run_at <= now()
+          AND NOT (rate_limits && (SELECT rate_limits_spent(now()))))
 )
 SELECT scope::text AS scope, name::text AS name,
-       (CASE WHEN scope IN ('paused', 'full') THEN true
+       (CASE WHEN scope IN ('paused', 'full', 'rated') THEN true
              ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
 FROM limits
 `
@@ -840,7 +990,7 @@ WITH failed AS (
     WHERE jobs.id = $4
       -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce($3::timestamptz, now()) - now()), $5, $6)
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($3::timestamptz, now()), 'failed', $1
@@ -853,7 +1003,7 @@ WITH failed AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM failed
 )
-SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule, failed.handover_pending FROM failed LEFT JOIN freed ON true
+SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule, failed.handover_pending, failed.checkpoint, failed.checkpoint_step, failed.checkpoint_attempt, failed.checkpoint_at, failed.max_cost, failed.max_steps, failed.cost_spent_micros, failed.steps_spent, failed.rate_limits FROM failed LEFT JOIN freed ON true
 `
 
 type JobFailParams struct {
@@ -866,37 +1016,46 @@ type JobFailParams struct {
 }
 
 type JobFailRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // Ends the attempt as failed and records it. The job goes on as
@@ -944,12 +1103,21 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 		&i.ConcurrencyLimit,
 		&i.Schedule,
 		&i.HandoverPending,
+		&i.Checkpoint,
+		&i.CheckpointStep,
+		&i.CheckpointAttempt,
+		&i.CheckpointAt,
+		&i.MaxCost,
+		&i.MaxSteps,
+		&i.CostSpentMicros,
+		&i.StepsSpent,
+		&i.RateLimits,
 	)
 	return i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs WHERE id = $1
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs WHERE id = $1
 `
 
 func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
@@ -987,12 +1155,21 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
 		&i.ConcurrencyLimit,
 		&i.Schedule,
 		&i.HandoverPending,
+		&i.Checkpoint,
+		&i.CheckpointStep,
+		&i.CheckpointAttempt,
+		&i.CheckpointAt,
+		&i.MaxCost,
+		&i.MaxSteps,
+		&i.CostSpentMicros,
+		&i.StepsSpent,
+		&i.RateLimits,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeys = `-- name: JobGetByIdempotencyKeys :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs WHERE idempotency_key = ANY($1::text[])
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs WHERE idempotency_key = ANY($1::text[])
 `
 
 func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([]Job, error) {
@@ -1036,6 +1213,15 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -1142,13 +1328,13 @@ const jobInsert = `-- name: JobInsert :one
 
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
                   run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms, schedule,
-                  concurrency_key, concurrency_limit)
+                  concurrency_key, concurrency_limit, max_cost, max_steps, rate_limits)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
         COALESCE($8::timestamptz, now()), $9,
         $10, $11, $12, $13,
-        $14, $15)
+        $14, $15, $16, $17, $18::text[])
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
 `
 
 type JobInsertParams struct {
@@ -1167,6 +1353,9 @@ type JobInsertParams struct {
 	Schedule         *string
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
+	MaxCost          *int64
+	MaxSteps         *int32
+	RateLimits       []string
 }
 
 // The job row describes its latest attempt; an attempt that ends other than
@@ -1193,6 +1382,9 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		arg.Schedule,
 		arg.ConcurrencyKey,
 		arg.ConcurrencyLimit,
+		arg.MaxCost,
+		arg.MaxSteps,
+		arg.RateLimits,
 	)
 	var i Job
 	err := row.Scan(
@@ -1227,6 +1419,15 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		&i.ConcurrencyLimit,
 		&i.Schedule,
 		&i.HandoverPending,
+		&i.Checkpoint,
+		&i.CheckpointStep,
+		&i.CheckpointAttempt,
+		&i.CheckpointAt,
+		&i.MaxCost,
+		&i.MaxSteps,
+		&i.CostSpentMicros,
+		&i.StepsSpent,
+		&i.RateLimits,
 	)
 	return i, err
 }
@@ -1237,15 +1438,18 @@ WITH input AS (
 )
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
                   run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms,
-                  concurrency_key, concurrency_limit)
+                  concurrency_key, concurrency_limit, max_cost, max_steps, rate_limits)
 SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
        elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
        COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
        elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer,
-       elem->>'concurrency_key', (elem->>'concurrency_limit')::integer
+       elem->>'concurrency_key', (elem->>'concurrency_limit')::integer,
+       (elem->>'max_cost')::bigint, (elem->>'max_steps')::integer,
+       CASE WHEN jsonb_typeof(elem->'rate_limits') = 'array'
+            THEN ARRAY(SELECT jsonb_array_elements_text(elem->'rate_limits')) END
 FROM input ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
 `
 
 // Inserts a batch given as a JSON array of job objects, in array order;
@@ -1291,6 +1495,15 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -1303,8 +1516,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM (
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
      WHERE (state <> 'running' OR ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL))
        AND ($4::job_state IS NULL OR state = $4)
        AND ($1::text IS NULL OR kind = $1)
@@ -1314,7 +1527,7 @@ SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_atte
      ORDER BY id DESC
      LIMIT $6)
     UNION ALL
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM jobs
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
      WHERE state = 'running'
        AND NOT ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL)
        AND ($4::job_state IS NULL OR state = $4)
@@ -1390,6 +1603,15 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -1460,7 +1682,7 @@ WITH expired AS MATERIALIZED (
         handover_pending = false
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, e.timed_out, e.undelivered
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, e.timed_out, e.undelivered
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($1::timestamptz, now()),
@@ -1530,7 +1752,7 @@ func (q *Queries) JobReapExpired(ctx context.Context, arg JobReapExpiredParams) 
 
 const jobRetry = `-- name: JobRetry :many
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, checkpoint_step AS step FROM jobs
     WHERE state IN ('dead', 'cancelled')
       AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
       AND ($2::text IS NULL OR kind = $2)
@@ -1540,68 +1762,93 @@ WITH target AS MATERIALIZED (
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j
-    SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL
+    SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL,
+        cost_spent_micros = 0, steps_spent = 0,
+        checkpoint = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint END,
+        checkpoint_step = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_step END,
+        checkpoint_attempt = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_attempt END,
+        checkpoint_at = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_at END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'retried', attempt, jsonb_build_object('by', $5::text)
-    FROM changed
+    SELECT c.id, 'retried', c.attempt,
+           jsonb_build_object('by', $6::text)
+           || CASE WHEN t.step IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('checkpoint', CASE WHEN $5::boolean THEN 'start_over' ELSE 'resume' END,
+                                           'step', t.step) END
+    FROM changed c JOIN target t ON t.id = c.id
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM changed ORDER BY id
 `
 
 type JobRetryParams struct {
-	Ids   []int64
-	Kind  *string
-	Queue *string
-	State *JobState
-	Actor string
+	Ids       []int64
+	Kind      *string
+	Queue     *string
+	State     *JobState
+	StartOver bool
+	Actor     string
 }
 
 type JobRetryRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // Moves dead or cancelled jobs back to pending, due now, with a fresh budget
-// of counted attempts. History (attempts, events) is kept.
+// of counted attempts, cost and steps (the usage rows stay, as history:
+// retrying a job whose budget was spent is a person's choice to spend
+// again). History (attempts, events) is kept. The next
+// attempt resumes from the job's checkpoint, unless @start_over clears it
+// (SPEC "Checkpoints"); the retried event says which, for a job that had
+// one.
 func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryRow, error) {
 	rows, err := q.db.Query(ctx, jobRetry,
 		arg.Ids,
 		arg.Kind,
 		arg.Queue,
 		arg.State,
+		arg.StartOver,
 		arg.Actor,
 	)
 	if err != nil {
@@ -1643,6 +1890,15 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 			&i.ConcurrencyLimit,
 			&i.Schedule,
 			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -1664,7 +1920,7 @@ WITH stopped AS (
     WHERE jobs.id = $2
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $3, $4)
       AND $1::attempt_outcome IN ('released', 'cancelled')
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), $1::attempt_outcome
@@ -1677,7 +1933,7 @@ WITH stopped AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM stopped
 )
-SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule, stopped.handover_pending FROM stopped LEFT JOIN freed ON true
+SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule, stopped.handover_pending, stopped.checkpoint, stopped.checkpoint_step, stopped.checkpoint_attempt, stopped.checkpoint_at, stopped.max_cost, stopped.max_steps, stopped.cost_spent_micros, stopped.steps_spent, stopped.rate_limits FROM stopped LEFT JOIN freed ON true
 `
 
 type JobStopParams struct {
@@ -1688,37 +1944,46 @@ type JobStopParams struct {
 }
 
 type JobStopRow struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 // Ends the current attempt without counting it: 'released' (the worker shut
@@ -1765,13 +2030,22 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 		&i.ConcurrencyLimit,
 		&i.Schedule,
 		&i.HandoverPending,
+		&i.Checkpoint,
+		&i.CheckpointStep,
+		&i.CheckpointAttempt,
+		&i.CheckpointAt,
+		&i.MaxCost,
+		&i.MaxSteps,
+		&i.CostSpentMicros,
+		&i.StepsSpent,
+		&i.RateLimits,
 	)
 	return i, err
 }
 
 const jobWaitFacts = `-- name: JobWaitFacts :many
 WITH j AS MATERIALIZED (
-    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms
+    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms, rate_limits
     FROM jobs
     WHERE id = ANY($2::bigint[]) AND state = 'pending'
 ), seen AS MATERIALIZED (
@@ -1813,10 +2087,19 @@ SELECT j.id, j.queue, j.run_at, j.attempt, j.device, j.concurrency_key, j.concur
        COALESCE(q.queue_running, 0)::bigint AS queue_running, q.queue_workers::bigint AS queue_workers,
        COALESCE(k.key_running, 0)::bigint AS key_running, COALESCE(k.key_holder, 0)::bigint AS key_holder,
        d.devices_online::bigint AS devices_online, d.devices_claiming::bigint AS devices_claiming, d.unfit,
-       d.devices_in_window::bigint AS devices_in_window, d.claimers
+       d.devices_in_window::bigint AS devices_in_window, d.claimers,
+       coalesce(rl.key, '')::text AS rate_key, coalesce(rl.until, 'epoch')::timestamptz AS rate_until
 FROM j
 JOIN q ON q.queue = j.queue
 LEFT JOIN k ON k.concurrency_key = j.concurrency_key
+LEFT JOIN LATERAL (
+    SELECT b.key, rate_window_start(b.window_s, coalesce($1::timestamptz, now())) + b.window_s * interval '1 second' AS until
+    FROM rate_limit_budgets b
+    WHERE b.key = ANY(j.rate_limits) AND b.used >= b.budget
+      AND b.window_start = rate_window_start(b.window_s, coalesce($1::timestamptz, now()))
+    ORDER BY 2 DESC, 1
+    LIMIT 1
+) rl ON true
 JOIN d ON d.queue = j.queue AND d.device IS NOT DISTINCT FROM j.device AND d.timeout_ms IS NOT DISTINCT FROM j.timeout_ms
 ORDER BY j.id
 `
@@ -1850,17 +2133,22 @@ type JobWaitFactsRow struct {
 	Unfit            []string
 	DevicesInWindow  int64
 	Claimers         []string
+	RateKey          string
+	RateUntil        time.Time
 }
 
 // What holds back each pending job of @ids, as queue.WhyWaiting reads it:
 // one row per pending job (jobs in other states are left out), with its
-// queue's pause and cap, its key's running jobs, and the workers seen
+// queue's pause and cap, its key's running jobs, its spent rate-limit
+// key (rate_key, rate_until), and the workers seen
 // within @online_ms that take its queue (and carry its device, if it names
 // one), and how many of those could claim it now by their availability
 // windows (claimers: "id labels" of the workers that claim). Each queue,
 // key and (queue, device, timeout) is looked at once however many of the
 // jobs share it, so a page of fifty jobs costs one statement.
 // @now is NULL but in tests.
+// Of the job's rate-limit keys, the spent one whose budget returns last
+// (the end of its current window): until then no claim takes the job.
 func (q *Queries) JobWaitFacts(ctx context.Context, arg JobWaitFactsParams) ([]JobWaitFactsRow, error) {
 	rows, err := q.db.Query(ctx, jobWaitFacts, arg.Now, arg.Ids, arg.OnlineMs)
 	if err != nil {
@@ -1893,6 +2181,8 @@ func (q *Queries) JobWaitFacts(ctx context.Context, arg JobWaitFactsParams) ([]J
 			&i.Unfit,
 			&i.DevicesInWindow,
 			&i.Claimers,
+			&i.RateKey,
+			&i.RateUntil,
 		); err != nil {
 			return nil, err
 		}

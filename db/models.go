@@ -149,6 +149,20 @@ type Attempt struct {
 	Error       *string
 }
 
+type AttemptUsage struct {
+	JobID        int64
+	Attempt      int32
+	Model        string
+	Currency     string
+	InputTokens  int64
+	OutputTokens int64
+	CostMicros   int64
+	Counters     json.RawMessage
+	Reports      int32
+	CreatedAt    time.Time
+	ReportedAt   time.Time
+}
+
 type AvailabilityWindow struct {
 	Scope     string
 	Name      string
@@ -181,37 +195,46 @@ type Event struct {
 }
 
 type Job struct {
-	ID               int64
-	Kind             string
-	Queue            string
-	Priority         int32
-	Payload          json.RawMessage
-	App              *string
-	Device           *string
-	State            JobState
-	Attempt          int32
-	MaxAttempts      int32
-	CountedAttempts  int32
-	RunAt            time.Time
-	LeaseOwner       *string
-	LeaseUntil       *time.Time
-	LeaseToken       int64
-	LeaseMs          int32
-	HeartbeatAt      *time.Time
-	AttemptStartedAt *time.Time
-	TimeoutMs        *int32
-	CancelRequested  bool
-	IdempotencyKey   *string
-	BackoffBaseMs    int32
-	BackoffMaxMs     int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
-	ConcurrencyKey   *string
-	ConcurrencyLimit int32
-	Schedule         *string
-	HandoverPending  bool
+	ID                int64
+	Kind              string
+	Queue             string
+	Priority          int32
+	Payload           json.RawMessage
+	App               *string
+	Device            *string
+	State             JobState
+	Attempt           int32
+	MaxAttempts       int32
+	CountedAttempts   int32
+	RunAt             time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	LeaseToken        int64
+	LeaseMs           int32
+	HeartbeatAt       *time.Time
+	AttemptStartedAt  *time.Time
+	TimeoutMs         *int32
+	CancelRequested   bool
+	IdempotencyKey    *string
+	BackoffBaseMs     int32
+	BackoffMaxMs      int32
+	LastError         *string
+	Result            json.RawMessage
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	ConcurrencyKey    *string
+	ConcurrencyLimit  int32
+	Schedule          *string
+	HandoverPending   bool
+	Checkpoint        json.RawMessage
+	CheckpointStep    *int32
+	CheckpointAttempt *int32
+	CheckpointAt      *time.Time
+	MaxCost           *int64
+	MaxSteps          *int32
+	CostSpentMicros   int64
+	StepsSpent        int32
+	RateLimits        []string
 }
 
 type JobAttempt struct {
@@ -279,6 +302,16 @@ type QueueSetting struct {
 	UpdatedAt  time.Time
 }
 
+type RateLimitBudget struct {
+	Key         string
+	WindowS     int32
+	Budget      int32
+	WindowStart time.Time
+	Used        int32
+	UpdatedAt   time.Time
+	UpdatedBy   *string
+}
+
 type Schedule struct {
 	Name      string
 	Cron      string
@@ -299,6 +332,15 @@ type Session struct {
 	CreatedAt  time.Time
 	LastSeenAt time.Time
 	ExpiresAt  time.Time
+}
+
+type UsageTotal struct {
+	Currency     string
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	CostMicros   int64
+	Reports      int64
 }
 
 type User struct {

@@ -245,6 +245,30 @@ func (q *Queries) WorkerSeenMany(ctx context.Context, reports json.RawMessage) (
 	return items, nil
 }
 
+const workersSeenBySession = `-- name: WorkersSeenBySession :execrows
+UPDATE workers w SET last_seen = now()
+FROM (SELECT DISTINCT substr(application_name, 18) AS h
+      FROM pg_catalog.pg_stat_activity
+      WHERE datname = current_database() AND application_name LIKE 'leasehold worker %') s
+WHERE s.h = left(encode(sha256(convert_to(w.id, 'UTF8')), 'hex'), 40)
+  AND w.last_seen < now() - interval '5 seconds'
+`
+
+// Direct workers' presence, all in one statement (the active reaper's,
+// every queue.SessionPresenceEvery): a direct worker whose reaper lock
+// session is open names itself in that session's application_name
+// ('leasehold worker ' and the first 40 hex digits of the SHA-256 of its
+// id, queue.PresenceSessionName), and that session ends with the process,
+// or within 5 s of a freeze (idle_in_transaction_session_timeout). Rows
+// seen in the last 5 s are left alone: a write of their own is as new.
+func (q *Queries) WorkersSeenBySession(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, workersSeenBySession)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const writableCheck = `-- name: WritableCheck :one
 SELECT pg_is_in_recovery()::boolean AS in_recovery,
        (current_setting('transaction_read_only') = 'on')::boolean AS read_only

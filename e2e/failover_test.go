@@ -368,8 +368,14 @@ func TestFailoverToSynchronousStandbyLosesNothing(t *testing.T) {
 	switch {
 	case reaped.IsZero():
 		t.Errorf("the lease that expired during the outage was not taken back within 15s of the promotion")
-	case reaped.Sub(promoted) > time.Second:
-		t.Errorf("the lease that expired during the outage was taken back %v after the promotion, want within 1s",
+	case reaped.Sub(promoted) > 5*time.Second:
+		// Back at once, not after the reaper's longest sleep (30 s): the
+		// role is retaken within 250 ms of the database answering and its
+		// first pass runs then. The bound leaves room for a loaded CI,
+		// where every statement after the failover queued for a fresh pool
+		// connection (1.4 s there, the reap itself 1.05 s after "reaper
+		// active").
+		t.Errorf("the lease that expired during the outage was taken back %v after the promotion, want within 5s",
 			reaped.Sub(promoted).Round(time.Millisecond))
 	default:
 		t.Logf("the reaper took back the expired lease %v after the promotion", reaped.Sub(promoted).Round(time.Millisecond))
@@ -794,14 +800,29 @@ func TestReadOnlyPrimaryAnswers503AndJobsRideItOut(t *testing.T) {
 		WHERE datname = 'leasehold' AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
 	readOnly := time.Now()
 	time.Sleep(12 * time.Second)
+	// The reset takes effect somewhere between these two moments (on a
+	// loaded machine, execSQL took over 100 ms): a request answered
+	// before resetting met a read-only primary, one answered after
+	// writable a writable one, and one in between either.
+	resetting := time.Now()
 	pair.execSQL(pair.primary, "ALTER SYSTEM RESET default_transaction_read_only", "SELECT pg_reload_conf()")
 	writable := time.Now()
 	time.Sleep(3 * time.Second)
 
 	probes := ready.all()
-	checkReadiness(t, probes, readOnly, writable, writable, 2*time.Second)
+	checkReadiness(t, probes, readOnly, resetting, writable, 2*time.Second)
 	submissions := subs.all()
-	checkAnswers(t, "submissions", submissions, readOnly, writable)
+	var readOnlyAnswers []httpAnswer
+	for _, a := range sentBetween(submissions, readOnly, writable) {
+		switch {
+		case a.end.Before(resetting) || a.status == 0 || a.took() > haRequestBound:
+			readOnlyAnswers = append(readOnlyAnswers, a)
+		case a.status != http.StatusCreated && a.status != http.StatusServiceUnavailable:
+			t.Errorf("submission %v into the window, answered as the primary became writable: %s, want 201 or 503",
+				a.start.Sub(readOnly).Round(time.Millisecond), a)
+		}
+	}
+	checkAnswers(t, "submissions", readOnlyAnswers, readOnly, writable)
 	t.Logf("submissions by status: during the window %v, after it %v",
 		statusCounts(between(submissions, readOnly, writable)), statusCounts(between(submissions, writable, time.Now())))
 	got := reads.all()

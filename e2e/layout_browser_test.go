@@ -112,6 +112,7 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 		{"schedules", "/schedules", `!!document.querySelector("[data-testid=schedule-row][data-name=nightly-notes]")`},
 		{"workers", "/workers", `!!document.querySelector("[data-worker-id=pixel-7-home] [data-testid=model]")`},
 		{"dead", "/dead", `!!document.querySelector("[data-testid=dead-row] [data-testid=shots]")`},
+		{"usage", "/usage", `!!document.querySelector("[data-testid=usage-filters]")`},
 		{"job-missing", "/jobs/999999", `!!document.querySelector("[data-testid=problem]")`},
 	}
 	b.signIn()

@@ -313,11 +313,28 @@ func (p *pgPair) execSQL(n *pgNode, sqls ...string) {
 
 func (p *pgPair) start(ctx context.Context, n *pgNode) {
 	p.t.Helper()
-	cmd := p.command(ctx, "pg_ctl", "start", "-D", n.data, "-w", "-t", "60", "-l", n.log)
-	// Out of reach of a signal to our process group.
-	cmd.SysProcAttr.Setpgid = true
-	if out, err := cmd.CombinedOutput(); err != nil {
+	for try := 1; ; try++ {
+		before, _ := os.ReadFile(n.log) // pg_ctl -l appends: look at this try's lines only
+		cmd := p.command(ctx, "pg_ctl", "start", "-D", n.data, "-w", "-t", "60", "-l", n.log)
+		// Out of reach of a signal to our process group.
+		cmd.SysProcAttr.Setpgid = true
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return
+		}
 		b, _ := os.ReadFile(n.log)
+		// The port was free when freePorts looked, but another test's
+		// server or an outgoing connection (both take ports of the same
+		// ephemeral range) may have taken it since. start is each node's
+		// first start, before anything has reached it, so it may move to
+		// another port (the last port line of its configuration wins).
+		// Seen once in .ci/run, for the standby.
+		if try < 3 && len(b) >= len(before) && bytes.Contains(b[len(before):], []byte("Address already in use")) {
+			n.port = freePorts(p.t, 1)[0]
+			p.appendConf(n, fmt.Sprintf("\n# leasehold e2e: the port taken, try %d\nport = %d\n", try+1, n.port))
+			p.t.Logf("the %s's port was taken meanwhile; starting it on %d", n.name, n.port)
+			continue
+		}
 		p.t.Fatalf("starting the %s: %v\n%s\n%s", n.name, err, out, tail(b, 30))
 	}
 }

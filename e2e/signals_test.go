@@ -81,6 +81,7 @@ func TestSigtermReleasesLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	announce(t, e)
 	e.eventually("both jobs running", 20*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE state = 'running'") == 2
 	})
@@ -102,6 +103,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		'{"app":"com.example.notes","sim":{"hang":true,"step_ms":50}}')`); err != nil {
 		t.Fatal(err)
 	}
+	announce(t, e)
 	e.eventually("job running", 20*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE state = 'running'") == 1
 	})
@@ -168,5 +170,17 @@ func TestManyWorkerProcessesRunEachJobOnce(t *testing.T) {
 	}
 	if n := e.count("SELECT count(DISTINCT worker_id) FROM job_attempts"); n < 2 {
 		t.Fatalf("only %d worker process took jobs", n)
+	}
+}
+
+// announce wakes idle workers of the default queue as a submit does
+// (queue.Client.Insert notifies; a job inserted straight into the table
+// does not). Without it, a worker whose first claim ran before the insert
+// finds the job only at a poll it does not skip: up to 5 minutes later
+// (.ci/run failed that way once, TestSecondSignalExitsAtOnce).
+func announce(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := e.pool.Exec(e.ctx, "SELECT pg_notify('leasehold_jobs', 'default')"); err != nil {
+		t.Fatal(err)
 	}
 }

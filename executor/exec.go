@@ -191,6 +191,9 @@ func (e *Exec) start(job queue.Job, dir, effectsURL string, out *execOutput, log
 		"LEASEHOLD_ARTIFACT_DIR="+dir,
 		"LEASEHOLD_EFFECTS_URL="+effectsURL,
 	)
+	if cp := execCheckpoint(job); cp != "" {
+		cmd.Env = append(cmd.Env, execCheckpointEnv+"="+cp)
+	}
 	// A process group of its own, and on Linux death with the worker:
 	// see execSysProcAttr in exec_linux.go, exec_unix.go, exec_windows.go.
 	cmd.SysProcAttr = execSysProcAttr()
@@ -331,11 +334,33 @@ func execCloseAll(files ...*os.File) {
 var execSecrets = []string{"DATABASE_URL", "LEASEHOLD_DATABASE_URL", "LEASEHOLD_TOKEN", "LEASEHOLD_API_TOKEN", "PGPASSWORD"}
 
 // execChildEnv is the worker's environment without its secrets.
+// execCheckpointEnv names the variable that gives the command of a
+// resumed attempt the job's last checkpoint.
+const execCheckpointEnv = "LEASEHOLD_CHECKPOINT"
+
+// execCheckpoint is the value of LEASEHOLD_CHECKPOINT for job's attempt,
+// {"step":n,"state":{...}}, or "" when the job has no checkpoint.
+func execCheckpoint(job queue.Job) string {
+	if job.Checkpoint == nil {
+		return ""
+	}
+	b, err := json.Marshal(struct {
+		Step  int32           `json:"step"`
+		State json.RawMessage `json:"state"`
+	}{job.Checkpoint.Step, job.Checkpoint.State})
+	if err != nil {
+		return "" // a state the queue stored is valid JSON
+	}
+	return string(b)
+}
+
 func execChildEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(execSecrets, name) {
+		// LEASEHOLD_CHECKPOINT is the attempt's own or none: never one the
+		// worker itself was started with.
+		if !slices.Contains(execSecrets, name) && name != execCheckpointEnv {
 			out = append(out, kv)
 		}
 	}

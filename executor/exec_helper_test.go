@@ -71,6 +71,38 @@ func execHelperMain(mode string, args []string) int {
 		fmt.Println(`[1,2]`)
 		fmt.Println(`{"result":{"n":1}}`)
 		fmt.Println(`{"result":{"n":2}}`)
+	case "checkpoint":
+		// Resumes after LEASEHOLD_CHECKPOINT's step, if any; saves a
+		// checkpoint for each step it runs, among lines the executor must
+		// not take for one.
+		var cp struct {
+			Step  int            `json:"step"`
+			State map[string]any `json:"state"`
+		}
+		raw, given := os.LookupEnv("LEASEHOLD_CHECKPOINT")
+		if given {
+			if err := json.Unmarshal([]byte(raw), &cp); err != nil {
+				fmt.Fprintln(os.Stderr, "bad LEASEHOLD_CHECKPOINT:", err)
+				return 1
+			}
+		}
+		var ran []int
+		for step := cp.Step + 1; step <= 5; step++ {
+			ran = append(ran, step)
+			fmt.Printf(`{"checkpoint":{"step":%d,"state":{"done":%d}},"progress":%.1f,"message":"step %d","step":%d}`+"\n", step, step, float64(step)/5, step, step)
+		}
+		fmt.Println(`{"checkpoint":{"step":-1,"state":{}}}`)
+		fmt.Println(`{"checkpoint":{"step":2.5,"state":{}}}`)
+		fmt.Println(`{"checkpoint":{"step":3,"state":[1]}}`)
+		fmt.Println(`{"checkpoint":{"state":{}}}`)
+		execPrintJSON(map[string]any{"result": map[string]any{"given": given, "raw": raw, "ran": ran}})
+	case "usage":
+		fmt.Println(`{"usage":{"model":"gpt-x","input_tokens":1200,"output_tokens":300,"cost_micros":4500,"counters":{"screens":3}}}`)
+		fmt.Println(`{"usage":{"model":"gpt-x","cost_micros":1.5}}`)               // not an integer: refused
+		fmt.Println(`{"usage":{"model":"gpt-x","cents":1}}`)                       // an unknown field: refused
+		fmt.Println(`{"usage":{"model":"gpt-x","input_tokens":-1}}`)               // the queue's bounds: refused
+		fmt.Println(`{"progress":0.5,"usage":{"currency":"EUR","cost_micros":7}}`) // both on one line
+		fmt.Println(`{"result":{"ok":true}}`)
 	case "longline":
 		fmt.Println(strings.Repeat("x", execMaxLine+execMaxLine/2))
 		fmt.Println(`{"result":{"ok":true}}`)

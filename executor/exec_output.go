@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -55,12 +56,25 @@ type execEvent struct {
 	// Step names the step of the attempt a progress line reports (an
 	// integer from 1 to queue.MaxStep; anything else names none).
 	Step *float64 `json:"step"`
+	// Checkpoint saves the attempt's checkpoint:
+	// {"checkpoint":{"step":7,"state":{...}}}.
+	Checkpoint *execCheckpointLine `json:"checkpoint"`
+	// Usage is a usage report (api.Usage: model, input_tokens,
+	// output_tokens, cost_micros, currency, counters).
+	Usage json.RawMessage `json:"usage"`
+}
+
+// execCheckpointLine is the checkpoint of a stdout line. Step is a
+// float so that a line like {"step":7.5} is refused, not cut to 7.
+type execCheckpointLine struct {
+	Step  *float64        `json:"step"`
+	State json.RawMessage `json:"state"`
 }
 
 func (o *execOutput) stdout(line []byte, truncated bool) {
 	if trimmed := bytes.TrimSpace(line); !truncated && len(trimmed) > 0 && trimmed[0] == '{' {
 		var ev execEvent
-		if json.Unmarshal(trimmed, &ev) == nil && (ev.Progress != nil || ev.Message != nil || ev.Result != nil) {
+		if json.Unmarshal(trimmed, &ev) == nil && (ev.Progress != nil || ev.Message != nil || ev.Result != nil || ev.Checkpoint != nil || ev.Usage != nil) {
 			o.event(line, ev)
 			return
 		}
@@ -79,13 +93,19 @@ func (o *execOutput) event(line []byte, ev execEvent) {
 		o.fraction = min(max(*ev.Progress, 0), 1)
 	}
 	fraction := o.fraction
-	if ev.Progress != nil || ev.Message != nil {
+	if ev.Progress != nil || ev.Message != nil || ev.Usage != nil {
 		// The result is the job's result, not log: keeping it out lets
 		// output.log keep more of what explains a failure.
 		o.keep(line)
 	}
 	o.mu.Unlock()
 
+	if ev.Checkpoint != nil {
+		o.checkpoint(*ev.Checkpoint)
+	}
+	if ev.Usage != nil && o.ctx.Err() == nil {
+		o.usage(ev.Usage)
+	}
 	if ev.Progress == nil && ev.Message == nil {
 		return
 	}
@@ -105,6 +125,40 @@ func (o *execOutput) event(line []byte, ev execEvent) {
 	}
 	if err := worker.ProgressStep(o.ctx, o.r, step, fraction, message); err != nil {
 		o.log.Warn("recording progress", "err", err)
+	}
+}
+
+// checkpoint saves the checkpoint of a stdout line. One the queue would
+// refuse (no step, a step that is not a whole number from 0, a state
+// that is not a JSON object or is over 64 KiB) is logged and dropped: the
+// attempt goes on, as for a malformed progress line.
+func (o *execOutput) checkpoint(cp execCheckpointLine) {
+	if o.ctx.Err() != nil {
+		return
+	}
+	if cp.Step == nil || *cp.Step != math.Trunc(*cp.Step) || *cp.Step < 0 || *cp.Step > queue.MaxStep {
+		o.log.Warn("ignoring a checkpoint line: step must be a whole number from 0 to " + fmt.Sprint(queue.MaxStep))
+		return
+	}
+	if err := o.r.Checkpoint(o.ctx, int(*cp.Step), cp.State); err != nil {
+		o.log.Warn("saving the checkpoint", "step", int(*cp.Step), "err", err)
+	}
+}
+
+// usage reports a usage line's report. One the queue refuses (a
+// negative count, a model name it does not take) is logged and dropped:
+// the command's other lines still count. One that spends the job's
+// budget stops the attempt (the worker's reporter does).
+func (o *execOutput) usage(raw json.RawMessage) {
+	var u api.Usage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		o.log.Warn("usage line refused", "err", err)
+		return
+	}
+	if err := worker.ReportUsage(o.ctx, o.r, queue.UsageFromAPI(u)); err != nil && !errors.Is(err, queue.ErrBudgetSpent) {
+		o.log.Warn("recording usage", "err", err)
 	}
 }
 

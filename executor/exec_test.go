@@ -404,3 +404,75 @@ func TestExecKillsBackgroundGrandchild(t *testing.T) {
 	}
 	waitProcessesGone(t, got.Grandchild)
 }
+
+// A stdout line {"checkpoint":{...}} saves the attempt's checkpoint (a
+// line may carry progress too); one the queue would refuse is dropped,
+// the attempt going on. A job with a checkpoint gives its command
+// LEASEHOLD_CHECKPOINT, {"step":n,"state":...}; one without gives none,
+// even when the worker itself has the variable.
+func TestExecCheckpoint(t *testing.T) {
+	t.Setenv("LEASEHOLD_CHECKPOINT", `{"step":99,"state":{"from":"the worker's own env"}}`)
+	type out struct {
+		Given bool   `json:"given"`
+		Raw   string `json:"raw"`
+		Ran   []int  `json:"ran"`
+	}
+	e, job, r := setupExec(t, 0, "checkpoint")
+	raw, err := e.Run(t.Context(), job, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fresh out
+	decodeExecResult(t, raw, &fresh)
+	if fresh.Given || !slices.Equal(fresh.Ran, []int{1, 2, 3, 4, 5}) {
+		t.Fatalf("a job without a checkpoint: LEASEHOLD_CHECKPOINT given %v (%q), ran %v; want none and steps 1-5", fresh.Given, fresh.Raw, fresh.Ran)
+	}
+	saved := r.savedCheckpoints()
+	if len(saved) != 5 || saved[4].step != 5 || string(saved[4].state) != `{"done":5}` {
+		t.Fatalf("checkpoints saved %+v, want steps 1-5 and none of the malformed lines", saved)
+	}
+	if progress, _, _ := r.snapshot(); len(progress) != 5 {
+		t.Errorf("progress of the checkpoint lines: %+v, want 5", progress)
+	}
+
+	job.Checkpoint = &queue.Checkpoint{Step: 3, State: json.RawMessage(`{"done": 3}`), Attempt: 2}
+	r2 := newFakeReporter(job.ID, newFakeLedger())
+	raw, err = e.Run(t.Context(), job, r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed out
+	decodeExecResult(t, raw, &resumed)
+	if !resumed.Given || resumed.Raw != `{"step":3,"state":{"done":3}}` || !slices.Equal(resumed.Ran, []int{4, 5}) {
+		t.Fatalf("resumed after step 3: LEASEHOLD_CHECKPOINT %q, ran %v; want step 3's and steps 4-5", resumed.Raw, resumed.Ran)
+	}
+	if saved := r2.savedCheckpoints(); len(saved) != 2 || saved[0].step != 4 {
+		t.Fatalf("resumed run saved %+v, want steps 4 and 5", saved)
+	}
+}
+
+// A usage line is reported; one that does not fit is logged and dropped
+// while the other lines still count; a line may carry progress too.
+func TestExecUsage(t *testing.T) {
+	t.Parallel()
+	e, job, r := setupExec(t, 0, "usage")
+	if _, err := e.Run(t.Context(), job, r); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	usage := slices.Clone(r.usage)
+	r.mu.Unlock()
+	if len(usage) != 2 {
+		t.Fatalf("usage = %+v, want the two valid reports", usage)
+	}
+	first := usage[0]
+	if first.Model != "gpt-x" || first.InputTokens != 1200 || first.OutputTokens != 300 || first.CostMicros != 4500 || first.Currency != "USD" || first.Counters["screens"] != 3 {
+		t.Errorf("first report %+v", first)
+	}
+	if usage[1].Model != "unknown" || usage[1].Currency != "EUR" || usage[1].CostMicros != 7 {
+		t.Errorf("second report %+v", usage[1])
+	}
+	if progress, _, _ := r.snapshot(); len(progress) != 1 || progress[0].fraction != 0.5 {
+		t.Errorf("progress %+v, want the one on the usage line", progress)
+	}
+}

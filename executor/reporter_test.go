@@ -66,6 +66,32 @@ type fakeReporter struct {
 	artifacts   []fakeArtifact  // accepted uploads, in order
 	refused     []string        // names of uploads refused for their content
 	started     map[string]bool // effects this attempt started
+	checkpoints []fakeCheckpoint
+	usage       []queue.Usage // usage reports taken, in order
+	budget      int           // when > 0, the report that makes this many answers queue.ErrBudgetSpent
+}
+
+type fakeCheckpoint struct {
+	step  int
+	state json.RawMessage
+}
+
+// Usage implements worker.UsageReporter: it checks u as the queue does.
+func (f *fakeReporter) Usage(_ context.Context, u queue.Usage) error {
+	if err := queue.CheckUsage(&u); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.leaseLost {
+		return queue.ErrLeaseLost
+	}
+	f.usage = append(f.usage, u)
+	if f.budget > 0 && len(f.usage) >= f.budget {
+		f.leaseLost = true // the attempt is over
+		return queue.ErrBudgetSpent
+	}
+	return nil
 }
 
 type fakeProgress struct {
@@ -173,6 +199,28 @@ func (f *fakeReporter) FinishEffect(_ context.Context, key string, result json.R
 	}
 	f.ledger.finish(key, result)
 	return nil
+}
+
+// Checkpoint checks and records a checkpoint as the queue would save it.
+func (f *fakeReporter) Checkpoint(_ context.Context, step int, state json.RawMessage) error {
+	if err := queue.CheckCheckpoint(step, state); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.leaseLost {
+		return queue.ErrLeaseLost
+	}
+	f.checkpoints = append(f.checkpoints, fakeCheckpoint{step: step, state: slices.Clone(state)})
+	f.signal()
+	return nil
+}
+
+// savedCheckpoints returns the checkpoints recorded, in order.
+func (f *fakeReporter) savedCheckpoints() []fakeCheckpoint {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.checkpoints)
 }
 
 func (f *fakeReporter) Effect(ctx context.Context, key string, fn worker.EffectFunc) (json.RawMessage, error) {

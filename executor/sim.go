@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,36 @@ type SimOptions struct {
 	Permanent    bool   `json:"permanent"`     // a failure is permanent (exit code 100)
 	Hang         bool   `json:"hang"`          // never finish; stop only when stopped
 	EffectURL    string `json:"effect_url"`    // POSTed once per job, in the first step, through the ledger
+	// Checkpoint saves a checkpoint after each step; an attempt that
+	// receives one starts at the step after it.
+	Checkpoint bool `json:"checkpoint"`
+	// Usage, when given, is reported after every step's progress.
+	Usage *SimUsage `json:"usage"`
+}
+
+// simState is the state of a sim checkpoint: what the steps before it
+// gave, so that a resumed run's result counts them too.
+type simState struct {
+	Screenshots int             `json:"screenshots"`
+	Effect      json.RawMessage `json:"effect,omitempty"`
+}
+
+// SimUsage is payload.sim.usage: what each simulated step uses.
+type SimUsage struct {
+	Model               string           `json:"model"` // default "sim"
+	Currency            string           `json:"currency"`
+	InputTokensPerStep  int64            `json:"input_tokens_per_step"`
+	OutputTokensPerStep int64            `json:"output_tokens_per_step"`
+	CostMicrosPerStep   int64            `json:"cost_micros_per_step"`
+	CountersPerStep     map[string]int64 `json:"counters_per_step"`
+}
+
+// report is one step's usage.
+func (u SimUsage) report() queue.Usage {
+	return queue.Usage{
+		Model: cmp.Or(u.Model, "sim"), Currency: u.Currency, InputTokens: u.InputTokensPerStep,
+		OutputTokens: u.OutputTokensPerStep, CostMicros: u.CostMicrosPerStep, Counters: u.CountersPerStep,
+	}
 }
 
 // SimEffectKey is the side-effect ledger key of effect_url's POST.
@@ -59,6 +90,11 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 	if steps < 0 || steps > 10_000 || stepMs < 0 || stepMs > 3_600_000 {
 		return nil, worker.Permanent(errors.New("sim: steps must be 0..10000 and step_ms 0..3600000"))
 	}
+	if p.Sim.Usage != nil {
+		if u := p.Sim.Usage.report(); queue.CheckUsage(&u) != nil {
+			return nil, worker.Permanent(fmt.Errorf("sim: usage: %w", queue.CheckUsage(&u)))
+		}
+	}
 	var effectURL *url.URL
 	if p.Sim.EffectURL != "" {
 		u, err := url.Parse(p.Sim.EffectURL)
@@ -76,13 +112,23 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 		effect           json.RawMessage
 		uploaded, failed int
 		warnings         []string
+		ran              int
 	)
-	for step := 1; step <= steps || p.Sim.Hang; step++ {
+	first := 1
+	if p.Sim.Checkpoint && job.Checkpoint != nil {
+		// Resumed: the steps up to the checkpoint's are done. A state
+		// that is not a sim's (another executor's) only loses its counts.
+		var st simState
+		_ = json.Unmarshal(job.Checkpoint.State, &st)
+		first, uploaded, effect = int(job.Checkpoint.Step)+1, st.Screenshots, st.Effect
+	}
+	for step := first; step <= steps || p.Sim.Hang; step++ {
 		select {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		case <-time.After(time.Duration(stepMs) * time.Millisecond):
 		}
+		ran++
 		if step == 1 && effectURL != nil {
 			res, err := s.effect(ctx, job, app, effectURL, r)
 			if err != nil {
@@ -122,13 +168,34 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 			fraction = float64(step) / float64(steps)
 		}
 		msg := fmt.Sprintf("step %d: explored screen %d of %s", step, step, app)
-		if err := worker.ProgressStep(ctx, r, named, fraction, msg); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
+		err := worker.ProgressStep(ctx, r, named, fraction, msg)
+		if err == nil && p.Sim.Usage != nil {
+			err = worker.ReportUsage(ctx, r, p.Sim.Usage.report())
+		}
+		switch {
+		case errors.Is(err, queue.ErrBudgetSpent):
+			// The attempt is over (the worker stops it): nothing more to do.
+			return nil, err
+		case err != nil && !errors.Is(err, queue.ErrLeaseLost):
 			return nil, fmt.Errorf("reporting progress: %w", err)
+		}
+		if p.Sim.Checkpoint && step <= queue.MaxStep {
+			state, err := json.Marshal(simState{Screenshots: uploaded, Effect: effect})
+			if err != nil {
+				return nil, fmt.Errorf("encoding the checkpoint: %w", err)
+			}
+			switch err := r.Checkpoint(ctx, step, state); {
+			case err == nil, errors.Is(err, queue.ErrLeaseLost):
+			case ctx.Err() != nil:
+				return nil, context.Cause(ctx)
+			default:
+				warnings = addWarning(warnings, fmt.Sprintf("saving checkpoints: %v", err))
+			}
 		}
 	}
 	// With no steps there is no first step to hold the effect; asking for
 	// one still means it should happen.
-	if steps == 0 && effectURL != nil {
+	if steps == 0 && effectURL != nil && effect == nil {
 		res, err := s.effect(ctx, job, app, effectURL, r)
 		if err != nil {
 			return nil, err
@@ -153,6 +220,11 @@ func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.Ra
 	}
 	if effect != nil {
 		result["effect"] = effect
+	}
+	if first > 1 {
+		// Which steps this attempt ran: the ones after its checkpoint.
+		result["resumed_after_step"] = first - 1
+		result["steps_run"] = ran
 	}
 	if len(warnings) > 0 {
 		result["warnings"] = warnings

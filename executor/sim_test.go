@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,5 +337,78 @@ func BenchmarkScreenPNG(b *testing.B) {
 		if _, err := s.PNG(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// With checkpoint true the sim saves one after each step, and an attempt
+// that receives one starts at the step after it: a 5-step run resumed
+// after step 3 runs exactly 4 and 5, and counts every screenshot. (The
+// e2e test measures the 10-step run with real processes.)
+func TestSimCheckpointResumes(t *testing.T) {
+	t.Parallel()
+	r := newFakeReporter(42, newFakeLedger())
+	res, err := runSim(t, simJob(42, 1, `{"steps":5,"step_ms":0,"checkpoint":true}`), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := r.savedCheckpoints()
+	if len(saved) != 5 || saved[2].step != 3 || res["steps_run"] != nil {
+		t.Fatalf("first run: checkpoints %+v, result %v; want one per step", saved, res)
+	}
+
+	job := simJob(42, 2, `{"steps":5,"step_ms":0,"checkpoint":true}`)
+	job.Checkpoint = &queue.Checkpoint{Step: 3, State: saved[2].state, Attempt: 1}
+	r2 := newFakeReporter(42, newFakeLedger())
+	res, err = runSim(t, job, r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r2.steps, []int{4, 5}) {
+		t.Fatalf("resumed after step 3, progress of steps %v, want 4, 5", r2.steps)
+	}
+	if res["resumed_after_step"] != float64(3) || res["steps_run"] != float64(2) || res["screenshots"] != float64(5) {
+		t.Fatalf("resumed result %v, want resumed_after_step 3, steps_run 2, screenshots 5", res)
+	}
+	if names := r2.artifactNames(); !slices.Equal(names, []string{"step-04.png", "step-05.png"}) {
+		t.Fatalf("resumed run's screenshots %v", names)
+	}
+
+	// Without checkpoint true a checkpoint given is not used, and none saved.
+	plain := simJob(42, 2, `{"steps":2,"step_ms":0}`)
+	plain.Checkpoint = &queue.Checkpoint{Step: 1, State: json.RawMessage(`{}`)}
+	r3 := newFakeReporter(42, newFakeLedger())
+	if _, err := runSim(t, plain, r3); err != nil {
+		t.Fatal(err)
+	}
+	if len(r3.savedCheckpoints()) != 0 || len(r3.steps) != 2 {
+		t.Fatalf("sim without checkpoint: saved %+v, steps %v", r3.savedCheckpoints(), r3.steps)
+	}
+}
+
+// payload.sim.usage is reported after every step's progress; the report
+// that spends the budget ends the run at once, its screenshots taken.
+func TestSimUsage(t *testing.T) {
+	t.Parallel()
+	sim := `{"steps":3,"step_ms":0,"usage":{"model":"gpt-x","cost_micros_per_step":1000,"input_tokens_per_step":50,"counters_per_step":{"screens":1}}}`
+	r := newFakeReporter(7, newFakeLedger())
+	if _, err := runSim(t, simJob(7, 1, sim), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.usage) != 3 || r.usage[2].Model != "gpt-x" || r.usage[2].CostMicros != 1000 || r.usage[2].InputTokens != 50 || r.usage[2].Counters["screens"] != 1 {
+		t.Fatalf("usage %+v, want one report a step", r.usage)
+	}
+
+	spent := newFakeReporter(8, newFakeLedger())
+	spent.budget = 2
+	if _, err := runSim(t, simJob(8, 1, sim), spent); !errors.Is(err, queue.ErrBudgetSpent) {
+		t.Fatalf("run with a budget of two reports: %v, want ErrBudgetSpent", err)
+	}
+	if names := spent.artifactNames(); len(names) != 2 || len(spent.usage) != 2 {
+		t.Fatalf("screenshots %v and %d reports, want two of each: the run stops at the report that spends the budget", names, len(spent.usage))
+	}
+
+	bad := newFakeReporter(9, newFakeLedger())
+	if _, err := runSim(t, simJob(9, 1, `{"steps":1,"usage":{"cost_micros_per_step":-1}}`), bad); err == nil || !worker.IsPermanent(err) {
+		t.Fatalf("a negative cost: %v, want a permanent failure", err)
 	}
 }

@@ -58,6 +58,11 @@ type leader struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	active atomic.Bool
+	// session, when set, is the lock session's application_name (else
+	// the pool's); open is whether that session is connected and in its
+	// transaction, on standby or holding the role.
+	session string
+	open    atomic.Bool
 }
 
 // Role is the leader role the service plays.
@@ -85,7 +90,7 @@ func (l *leader) run(ctx context.Context, fn func(context.Context) error) error 
 	retry := backoff{}
 	for {
 		held := false
-		err := lead(ctx, l.pool, l.role, func(ctx context.Context) error {
+		err := lead(ctx, l.pool, l.role, l.session, &l.open, func(ctx context.Context) error {
 			// Active from the moment the role is held: the hand-over is done.
 			held = true
 			l.active.Store(true)
@@ -137,9 +142,13 @@ func (b *backoff) next() time.Duration {
 
 // lead waits until this process holds role, then runs fn with a context
 // that ends when ctx ends or the role is lost. It returns when fn returns
-// or the role is lost.
-func lead(ctx context.Context, pool *pgxpool.Pool, role string, fn func(context.Context) error) error {
+// or the role is lost. The lock session is named appName (the pool's name
+// when empty), and open is true while it is in its transaction.
+func lead(ctx context.Context, pool *pgxpool.Pool, role, appName string, open *atomic.Bool, fn func(context.Context) error) error {
 	cfg := pool.Config().ConnConfig.Copy()
+	if appName != "" {
+		cfg.RuntimeParams["application_name"] = appName
+	}
 	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(leaderIdleTimeout.Milliseconds())
 	// Each statement takes its own short snapshot, whatever the
 	// database's default isolation.
@@ -157,6 +166,8 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role string, fn func(context.
 	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 		return fmt.Errorf("beginning the %s role's transaction: %w", role, err)
 	}
+	open.Store(true)
+	defer open.Store(false)
 	key := leaderKey(role)
 	for {
 		var held bool

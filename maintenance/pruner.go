@@ -19,6 +19,12 @@ const (
 	pruneBatch = 500
 	// prunePause separates batches, leaving the database to everyone else.
 	prunePause = 20 * time.Millisecond
+	// pruneDuty is the largest share of a pass's time spent in its
+	// statements: after a batch that took d, the pass pauses at least
+	// d*(1-duty)/duty. A fixed pause alone let a pass of 100,000 jobs keep
+	// a 2-core machine's database busy end to end, and a claim's p99 went
+	// from 6 to 15 ms meanwhile.
+	pruneDuty = 0.5
 	// pruneSweepEvery is how often the active pruner looks at every
 	// artifact file, for files whose rows went without the pass seeing it
 	// (a crash between the delete and the file's removal, a refused upload).
@@ -45,11 +51,13 @@ type PrunerConfig struct {
 	Files  FileCollector
 	Logger *slog.Logger
 	// Every is the time between passes (default a minute), Batch the jobs
-	// per delete statement (default 500), Pause the pause between batches
-	// (default 20ms).
+	// per delete statement (default 500), Pause the least pause between
+	// batches (default 20ms), Duty the largest share of a pass's time its
+	// statements may take (default 0.5; 1 pauses only Pause).
 	Every time.Duration
 	Batch int
 	Pause time.Duration
+	Duty  float64
 }
 
 // Pruner applies retention: finished jobs older than their state's
@@ -77,6 +85,9 @@ func NewPruner(pool *pgxpool.Pool, cfg PrunerConfig) *Pruner {
 	}
 	if cfg.Pause <= 0 {
 		cfg.Pause = prunePause
+	}
+	if cfg.Duty <= 0 || cfg.Duty > 1 {
+		cfg.Duty = pruneDuty
 	}
 	return &Pruner{
 		leader: leader{role: "pruner", pool: pool, logger: cfg.Logger},
@@ -118,6 +129,12 @@ func (p *Pruner) lead(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// pause is the wait after a batch that took busy: at least cfg.Pause, and
+// long enough that the statements take at most cfg.Duty of the pass.
+func (p *Pruner) pause(busy time.Duration) time.Duration {
+	return max(p.cfg.Pause, time.Duration(float64(busy)*(1-p.cfg.Duty)/p.cfg.Duty))
 }
 
 // Total is the jobs removed in every state.
@@ -192,6 +209,7 @@ func (p *Pruner) pruneState(ctx context.Context, st queue.State, keep time.Durat
 		doomed []int64
 	)
 	for {
+		start := time.Now()
 		b, err := p.client.PruneBatch(ctx, st, keep, after, p.cfg.Batch, dryRun)
 		if err != nil {
 			return total, doomed, err
@@ -217,7 +235,7 @@ func (p *Pruner) pruneState(ctx context.Context, st queue.State, keep time.Durat
 		select {
 		case <-ctx.Done():
 			return total, doomed, ctx.Err()
-		case <-time.After(p.cfg.Pause):
+		case <-time.After(p.pause(time.Since(start))):
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,15 @@ type ReaperConfig struct {
 	// (queue.JobNotifier.ReaperWakes) hands the reaper its wake-ups;
 	// unset, the active reaper listens on a session of its own.
 	Wakes *queue.ReaperWakes
+	// Worker is the id of the direct worker this reaper runs in: its lock
+	// session is named after it (queue.PresenceSessionName), so that while
+	// the session is open the active reaper records the worker alive and
+	// the worker need not write its own presence (see SessionOpen).
+	Worker string
+	// PresenceEvery is how often the active reaper records direct
+	// workers alive by their sessions (default
+	// queue.SessionPresenceEvery).
+	PresenceEvery time.Duration
 }
 
 // Reaper takes back expired leases within milliseconds of their deadline,
@@ -59,8 +69,15 @@ func NewReaper(pool *pgxpool.Pool, cfg ReaperConfig) *Reaper {
 	if cfg.Slack <= 0 {
 		cfg.Slack = time.Millisecond
 	}
+	if cfg.PresenceEvery <= 0 {
+		cfg.PresenceEvery = queue.SessionPresenceEvery
+	}
+	var session string
+	if cfg.Worker != "" {
+		session = queue.PresenceSessionName(cfg.Worker)
+	}
 	return &Reaper{
-		leader: leader{role: "reaper", pool: pool, logger: cfg.Logger},
+		leader: leader{role: "reaper", pool: pool, logger: cfg.Logger, session: session},
 		client: queue.NewClient(pool, cfg.Logger), cfg: cfg,
 	}
 }
@@ -68,6 +85,11 @@ func NewReaper(pool *pgxpool.Pool, cfg ReaperConfig) *Reaper {
 // Run reaps while it holds the reaper role, until ctx ends, taking the
 // role again after errors.
 func (r *Reaper) Run(ctx context.Context) error { return r.run(ctx, r.reap) }
+
+// SessionOpen reports whether this reaper's lock session is open, on
+// standby or active: while it is, and cfg.Worker names the worker, the
+// active reaper (of whichever process) records that worker alive.
+func (r *Reaper) SessionOpen() bool { return r.open.Load() }
 
 // reap is the active reaper: it hears its wake-ups from cfg.Wakes, or on
 // a listening connection of its own, and runs its statements on the pool.
@@ -85,6 +107,14 @@ func (r *Reaper) reap(ctx context.Context) error {
 		sleep = func(ctx context.Context, until time.Time) (bool, error) { return r.sleep(ctx, conn, until) }
 	}
 	r.cfg.Logger.Info("reaper active")
+	// Direct workers' presence goes on beside the reaping, on its own
+	// clock, so that it never wakes the reaping loop (a wake-up is two
+	// statements).
+	pctx, stopPresence := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.recordSessions(pctx) })
+	defer wg.Wait()
+	defer stopPresence()
 	for {
 		if err := r.reapAll(ctx); err != nil {
 			return err
@@ -136,6 +166,28 @@ func (r *Reaper) sleep(ctx context.Context, conn *pgx.Conn, until time.Time) (wo
 		ms, perr := strconv.ParseFloat(msg.Payload, 64)
 		if perr != nil || time.Now().Add(time.Duration(ms*float64(time.Millisecond))).Before(until) {
 			return true, nil
+		}
+	}
+}
+
+// recordSessions records direct workers alive by their open lock
+// sessions every cfg.PresenceEvery until ctx ends: one statement for the
+// whole direct fleet. A failure is logged and the next tick tries again.
+func (r *Reaper) recordSessions(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.PresenceEvery)
+	defer tick.Stop()
+	for {
+		if _, err := r.client.WorkersSeenBySession(ctx); err != nil && ctx.Err() == nil {
+			level := slog.LevelWarn
+			if queue.Unavailable(err) {
+				level = slog.LevelDebug // the reaping loop says so already
+			}
+			r.cfg.Logger.Log(ctx, level, "recording direct workers' presence", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -9,11 +9,11 @@
 -- Inserts one job; returns no row when idempotency_key is already taken.
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
                   run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms, schedule,
-                  concurrency_key, concurrency_limit)
+                  concurrency_key, concurrency_limit, max_cost, max_steps, rate_limits)
 VALUES (@kind, @queue, @priority, @payload, sqlc.narg('app'), sqlc.narg('device'), @max_attempts,
         COALESCE(sqlc.narg('run_at')::timestamptz, now()), sqlc.narg('timeout_ms'),
         sqlc.narg('idempotency_key'), @backoff_base_ms, @backoff_max_ms, sqlc.narg('schedule'),
-        sqlc.narg('concurrency_key'), @concurrency_limit)
+        sqlc.narg('concurrency_key'), @concurrency_limit, sqlc.narg('max_cost'), sqlc.narg('max_steps'), sqlc.narg('rate_limits')::text[])
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
@@ -25,12 +25,15 @@ WITH input AS (
 )
 INSERT INTO jobs (kind, queue, priority, payload, app, device, max_attempts,
                   run_at, timeout_ms, idempotency_key, backoff_base_ms, backoff_max_ms,
-                  concurrency_key, concurrency_limit)
+                  concurrency_key, concurrency_limit, max_cost, max_steps, rate_limits)
 SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'payload',
        elem->>'app', elem->>'device', (elem->>'max_attempts')::integer,
        COALESCE((elem->>'run_at')::timestamptz, now()), (elem->>'timeout_ms')::integer,
        elem->>'idempotency_key', (elem->>'backoff_base_ms')::integer, (elem->>'backoff_max_ms')::integer,
-       elem->>'concurrency_key', (elem->>'concurrency_limit')::integer
+       elem->>'concurrency_key', (elem->>'concurrency_limit')::integer,
+       (elem->>'max_cost')::bigint, (elem->>'max_steps')::integer,
+       CASE WHEN jsonb_typeof(elem->'rate_limits') = 'array'
+            THEN ARRAY(SELECT jsonb_array_elements_text(elem->'rate_limits')) END
 FROM input ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
@@ -88,7 +91,10 @@ LIMIT @max;
 -- capped queue (queue_settings probed per candidate; an array of them
 -- computed once per statement instead, as an InitPlan, cost 8 more buffer
 -- touches and 40 % more commits per job in the River benchmark, through
--- the plans it led to). JobClaimLimited* claim the others.
+-- the plans it led to). JobClaimLimited* claim the others, and
+-- JobClaimRated* (queries/rate_limits.sql) the jobs that name rate-limit
+-- keys ("rate_limits IS NULL" is jobs_claim_idx's own predicate: the
+-- test costs nothing).
 --
 -- @handover_ms is set by the worker API only (SPEC lease rule 11): the
 -- job is handed over, and its lease first runs only that long (LEAST
@@ -130,6 +136,7 @@ WITH gate AS MATERIALIZED (
     WHERE state = 'pending'
       AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
       AND concurrency_key IS NULL
+      AND rate_limits IS NULL
       AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND queue = ANY(@queues::text[])
       AND (device IS NULL OR device = ANY(@devices::text[]))
@@ -159,12 +166,21 @@ WITH gate AS MATERIALIZED (
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
     FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer)) < @wake_below_ms::integer
+), resumed AS (
+    -- An attempt that receives a checkpoint resumes from it: the
+    -- timeline says from which step (SPEC "Checkpoints"). A column test
+    -- on the rows just claimed: a job without one costs nothing more.
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'resumed', attempt,
+           jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
+    FROM claimed WHERE checkpoint IS NOT NULL
 )
 SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
 
 -- name: JobClaimLimitedAny :one
 -- Whether a limited claim could find anything for these queues: a capped
--- queue that is not paused, or a due keyed job. Sent with every fast
+-- queue that is not paused, or a due keyed job (any); and whether a
+-- rate-limited claim could (rated). Sent with every fast
 -- claim, in its round trip and transaction (JobClaimAndLimits).
 --
 -- Whether any keyed job is pending at all is asked first, in the order of
@@ -181,7 +197,20 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
                       ORDER BY concurrency_key LIMIT 1), false)
             AND EXISTS (SELECT 1 FROM jobs
                         WHERE state = 'pending' AND concurrency_key IS NOT NULL
-                          AND queue = ANY(@queues::text[]) AND run_at <= now())))::boolean AS any;
+                          AND queue = ANY(@queues::text[]) AND run_at <= now())))::boolean AS any,
+       -- Whether a due job of these queues names rate-limit keys none of
+       -- which is spent (JobClaimRatedLock could take it). As for keyed
+       -- jobs, whether any is pending at all is asked first, in the order
+       -- of jobs_claim_rated_idx, which only it gives (one page while no
+       -- job names keys): on a table not yet analyzed the question below
+       -- went through jobs_queue_pending_idx, 135 buffers of 5,000 jobs.
+       (COALESCE((SELECT true FROM jobs
+                  WHERE state = 'pending' AND rate_limits IS NOT NULL
+                  ORDER BY priority, run_at, id LIMIT 1), false)
+        AND EXISTS (SELECT 1 FROM jobs
+                    WHERE state = 'pending' AND rate_limits IS NOT NULL
+                      AND queue = ANY(@queues::text[]) AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                      AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))))::boolean AS rated;
 
 -- name: JobClaimLimitedLock :many
 -- The first statement of a limited claim, in the claimer's transaction:
@@ -254,9 +283,21 @@ WITH RECURSIVE keys(k) AS (
     WHERE s.name = ANY(@queues::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
     SELECT 'key', k FROM due_keys
+    UNION ALL
+    -- Not a limit: whether a due job of these queues names rate-limit
+    -- keys none of which is spent, as JobClaimLimitedAny's rated (the
+    -- claimer then claims them, queue/ratelimit.go).
+    SELECT 'rated', '' WHERE COALESCE((SELECT true FROM jobs
+                                       WHERE state = 'pending' AND rate_limits IS NOT NULL
+                                       ORDER BY priority, run_at, id LIMIT 1), false)
+                         AND EXISTS (
+        SELECT 1 FROM jobs
+        WHERE state = 'pending' AND rate_limits IS NOT NULL
+          AND queue = ANY(@queues::text[]) AND run_at <= now()
+          AND NOT (rate_limits && (SELECT rate_limits_spent(now()))))
 )
 SELECT scope::text AS scope, name::text AS name,
-       (CASE WHEN scope IN ('paused', 'full') THEN true
+       (CASE WHEN scope IN ('paused', 'full', 'rated') THEN true
              ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
 FROM limits;
 
@@ -320,7 +361,8 @@ WITH gate AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
     FROM qfree CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at FROM jobs j
-        WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.run_at <= now()
+        WHERE j.state = 'pending' AND j.queue = qfree.name AND j.concurrency_key IS NULL AND j.rate_limits IS NULL
+          AND j.run_at <= now()
           AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
@@ -353,8 +395,26 @@ WITH gate AS MATERIALIZED (
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer))::text) AS sent
     FROM claimed HAVING min(LEAST(@lease_ms::integer, timeout_ms, sqlc.narg('handover_ms')::integer)) < @wake_below_ms::integer
+), resumed AS (
+    -- An attempt that receives a checkpoint resumes from it: the
+    -- timeline says from which step (SPEC "Checkpoints"). A column test
+    -- on the rows just claimed: a job without one costs nothing more.
+    INSERT INTO events (job_id, type, attempt, detail)
+    SELECT id, 'resumed', attempt,
+           jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
+    FROM claimed WHERE checkpoint IS NOT NULL
 )
 SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
+
+-- name: JobCheckpoint :one
+-- Saves the attempt's checkpoint (SPEC "Checkpoints"): @state and the
+-- @step it ends, replacing the job's last one. Fenced like every write of
+-- an attempt (no row: refused). Touches no indexed column (HOT).
+UPDATE jobs
+SET checkpoint = @state::jsonb, checkpoint_step = @step::integer, checkpoint_attempt = attempt,
+    checkpoint_at = coalesce(sqlc.narg('now')::timestamptz, now())
+WHERE id = @id AND lease_is_current(state, lease_token, lease_owner, lease_until - (coalesce(sqlc.narg('now')::timestamptz, now()) - now()), @lease_token, @worker_id)
+RETURNING attempt, checkpoint_at::timestamptz AS saved_at;
 
 -- name: JobHeartbeat :one
 -- Extends the lease only for the current token of a running job whose
@@ -607,9 +667,14 @@ SELECT changed.* FROM changed LEFT JOIN freed ON true ORDER BY id;
 
 -- name: JobRetry :many
 -- Moves dead or cancelled jobs back to pending, due now, with a fresh budget
--- of counted attempts. History (attempts, events) is kept.
+-- of counted attempts, cost and steps (the usage rows stay, as history:
+-- retrying a job whose budget was spent is a person's choice to spend
+-- again). History (attempts, events) is kept. The next
+-- attempt resumes from the job's checkpoint, unless @start_over clears it
+-- (SPEC "Checkpoints"); the retried event says which, for a job that had
+-- one.
 WITH target AS MATERIALIZED (
-    SELECT id FROM jobs
+    SELECT id, checkpoint_step AS step FROM jobs
     WHERE state IN ('dead', 'cancelled')
       AND (sqlc.narg('ids')::bigint[] IS NULL OR id = ANY(sqlc.narg('ids')::bigint[]))
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
@@ -619,14 +684,23 @@ WITH target AS MATERIALIZED (
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j
-    SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL
+    SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL,
+        cost_spent_micros = 0, steps_spent = 0,
+        checkpoint = CASE WHEN @start_over::boolean THEN NULL ELSE j.checkpoint END,
+        checkpoint_step = CASE WHEN @start_over::boolean THEN NULL ELSE j.checkpoint_step END,
+        checkpoint_attempt = CASE WHEN @start_over::boolean THEN NULL ELSE j.checkpoint_attempt END,
+        checkpoint_at = CASE WHEN @start_over::boolean THEN NULL ELSE j.checkpoint_at END
     FROM target t
     WHERE j.id = t.id
     RETURNING j.*
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
-    SELECT id, 'retried', attempt, jsonb_build_object('by', @actor::text)
-    FROM changed
+    SELECT c.id, 'retried', c.attempt,
+           jsonb_build_object('by', @actor::text)
+           || CASE WHEN t.step IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('checkpoint', CASE WHEN @start_over::boolean THEN 'start_over' ELSE 'resume' END,
+                                           'step', t.step) END
+    FROM changed c JOIN target t ON t.id = c.id
 )
 SELECT * FROM changed ORDER BY id;
 
@@ -652,7 +726,8 @@ SELECT pg_notify('leasehold_reaper', '');
 -- name: JobWaitFacts :many
 -- What holds back each pending job of @ids, as queue.WhyWaiting reads it:
 -- one row per pending job (jobs in other states are left out), with its
--- queue's pause and cap, its key's running jobs, and the workers seen
+-- queue's pause and cap, its key's running jobs, its spent rate-limit
+-- key (rate_key, rate_until), and the workers seen
 -- within @online_ms that take its queue (and carry its device, if it names
 -- one), and how many of those could claim it now by their availability
 -- windows (claimers: "id labels" of the workers that claim). Each queue,
@@ -660,7 +735,7 @@ SELECT pg_notify('leasehold_reaper', '');
 -- jobs share it, so a page of fifty jobs costs one statement.
 -- @now is NULL but in tests.
 WITH j AS MATERIALIZED (
-    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms
+    SELECT id, queue::text AS queue, run_at, attempt, device, concurrency_key, concurrency_limit, timeout_ms, rate_limits
     FROM jobs
     WHERE id = ANY(@ids::bigint[]) AND state = 'pending'
 ), seen AS MATERIALIZED (
@@ -702,9 +777,20 @@ SELECT j.id, j.queue, j.run_at, j.attempt, j.device, j.concurrency_key, j.concur
        COALESCE(q.queue_running, 0)::bigint AS queue_running, q.queue_workers::bigint AS queue_workers,
        COALESCE(k.key_running, 0)::bigint AS key_running, COALESCE(k.key_holder, 0)::bigint AS key_holder,
        d.devices_online::bigint AS devices_online, d.devices_claiming::bigint AS devices_claiming, d.unfit,
-       d.devices_in_window::bigint AS devices_in_window, d.claimers
+       d.devices_in_window::bigint AS devices_in_window, d.claimers,
+       coalesce(rl.key, '')::text AS rate_key, coalesce(rl.until, 'epoch')::timestamptz AS rate_until
 FROM j
 JOIN q ON q.queue = j.queue
 LEFT JOIN k ON k.concurrency_key = j.concurrency_key
+-- Of the job's rate-limit keys, the spent one whose budget returns last
+-- (the end of its current window): until then no claim takes the job.
+LEFT JOIN LATERAL (
+    SELECT b.key, rate_window_start(b.window_s, coalesce(sqlc.narg('now')::timestamptz, now())) + b.window_s * interval '1 second' AS until
+    FROM rate_limit_budgets b
+    WHERE b.key = ANY(j.rate_limits) AND b.used >= b.budget
+      AND b.window_start = rate_window_start(b.window_s, coalesce(sqlc.narg('now')::timestamptz, now()))
+    ORDER BY 2 DESC, 1
+    LIMIT 1
+) rl ON true
 JOIN d ON d.queue = j.queue AND d.device IS NOT DISTINCT FROM j.device AND d.timeout_ms IS NOT DISTINCT FROM j.timeout_ms
 ORDER BY j.id;

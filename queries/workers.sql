@@ -89,3 +89,18 @@ ON CONFLICT (server) DO UPDATE SET until = EXCLUDED.until;
 
 -- name: LiveUnwatch :exec
 DELETE FROM live_watchers WHERE server = @server;
+
+-- name: WorkersSeenBySession :execrows
+-- Direct workers' presence, all in one statement (the active reaper's,
+-- every queue.SessionPresenceEvery): a direct worker whose reaper lock
+-- session is open names itself in that session's application_name
+-- ('leasehold worker ' and the first 40 hex digits of the SHA-256 of its
+-- id, queue.PresenceSessionName), and that session ends with the process,
+-- or within 5 s of a freeze (idle_in_transaction_session_timeout). Rows
+-- seen in the last 5 s are left alone: a write of their own is as new.
+UPDATE workers w SET last_seen = now()
+FROM (SELECT DISTINCT substr(application_name, 18) AS h
+      FROM pg_catalog.pg_stat_activity
+      WHERE datname = current_database() AND application_name LIKE 'leasehold worker %') s
+WHERE s.h = left(encode(sha256(convert_to(w.id, 'UTF8')), 'hex'), 40)
+  AND w.last_seen < now() - interval '5 seconds';

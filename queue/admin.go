@@ -17,6 +17,9 @@ type Selection struct {
 	State State
 	Kind  string
 	Queue string
+	// StartOver, for a retry only, clears each job's checkpoint: its next
+	// attempt starts from the beginning instead of resuming.
+	StartOver bool
 }
 
 func (s Selection) check() error {
@@ -54,7 +57,7 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	p := db.JobRetryParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor}
+	p := db.JobRetryParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor, StartOver: f.StartOver}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}
@@ -81,16 +84,24 @@ const (
 
 // CancelOne cancels one job: ErrWrongState unless pending or running.
 func (c *Client) CancelOne(ctx context.Context, id int64, actor string) (Job, error) {
-	return c.one(ctx, id, actor, c.Cancel)
+	return c.one(ctx, Selection{IDs: []int64{id}}, actor, c.Cancel)
 }
 
-// RetryOne retries one job: ErrWrongState unless dead or cancelled.
+// RetryOne retries one job: ErrWrongState unless dead or cancelled. Its
+// next attempt resumes from its checkpoint, if it has one.
 func (c *Client) RetryOne(ctx context.Context, id int64, actor string) (Job, error) {
-	return c.one(ctx, id, actor, c.Retry)
+	return c.one(ctx, Selection{IDs: []int64{id}}, actor, c.Retry)
 }
 
-func (c *Client) one(ctx context.Context, id int64, actor string, act func(context.Context, Selection, string) ([]Job, error)) (Job, error) {
-	jobs, err := act(ctx, Selection{IDs: []int64{id}}, actor)
+// RetryOneStartOver is RetryOne, the job's checkpoint cleared first: its
+// next attempt starts from the beginning.
+func (c *Client) RetryOneStartOver(ctx context.Context, id int64, actor string) (Job, error) {
+	return c.one(ctx, Selection{IDs: []int64{id}, StartOver: true}, actor, c.Retry)
+}
+
+func (c *Client) one(ctx context.Context, sel Selection, actor string, act func(context.Context, Selection, string) ([]Job, error)) (Job, error) {
+	id := sel.IDs[0]
+	jobs, err := act(ctx, sel, actor)
 	if err != nil {
 		return Job{}, err
 	}

@@ -21,10 +21,34 @@ func (j Job) API() api.Job {
 		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: api.TimePtr(j.HeartbeatAt),
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs,
-		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit,
+		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit, RateLimits: nonNil(j.RateLimits),
 		LastError: j.LastError, Result: j.Result, CreatedAt: api.Time(j.CreatedAt),
 		FinishedAt: api.TimePtr(j.FinishedAt), Schedule: j.Schedule,
+		Checkpoint: j.Checkpoint.API(),
+		MaxCost:    j.MaxCost, MaxSteps: j.MaxSteps, CostSpentMicros: j.CostSpentMicros, StepsSpent: j.StepsSpent,
 	}
+}
+
+// API is the checkpoint as the API shows it; nil for none.
+func (cp *Checkpoint) API() *api.Checkpoint {
+	if cp == nil {
+		return nil
+	}
+	at := api.Time(cp.At)
+	return &api.Checkpoint{Step: cp.Step, State: cp.State, Attempt: cp.Attempt, SavedAt: &at}
+}
+
+// checkpointFromAPI is the checkpoint a remote worker reads from its
+// claim answer.
+func checkpointFromAPI(cp *api.Checkpoint) *Checkpoint {
+	if cp == nil {
+		return nil
+	}
+	out := &Checkpoint{Step: cp.Step, State: cp.State, Attempt: cp.Attempt}
+	if cp.SavedAt != nil {
+		out.At = time.Time(*cp.SavedAt)
+	}
+	return out
 }
 
 // JobFromAPI is the job a remote worker reads from the server.
@@ -36,9 +60,11 @@ func JobFromAPI(j api.Job) Job {
 		LeaseToken: j.LeaseToken, LeaseMs: j.LeaseMs, HeartbeatAt: api.StdTime(j.HeartbeatAt),
 		TimeoutMs: j.TimeoutMs, CancelRequested: j.CancelRequested, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs,
-		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit,
+		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit, RateLimits: j.RateLimits,
 		LastError: j.LastError, Result: j.Result, CreatedAt: time.Time(j.CreatedAt),
 		FinishedAt: api.StdTime(j.FinishedAt), Schedule: j.Schedule,
+		Checkpoint: checkpointFromAPI(j.Checkpoint),
+		MaxCost:    j.MaxCost, MaxSteps: j.MaxSteps, CostSpentMicros: j.CostSpentMicros, StepsSpent: j.StepsSpent,
 	}
 }
 
@@ -71,6 +97,10 @@ func (d JobDetail) API() api.JobDetail {
 		Artifacts: make([]api.Artifact, len(d.Artifacts)),
 		Events:    make([]api.Event, len(d.Events)),
 		Effects:   make([]api.Effect, len(d.Effects)),
+		Usage:     make([]api.AttemptUsage, len(d.Usage)),
+	}
+	for i, u := range d.Usage {
+		v.Usage[i] = u.API()
 	}
 	for i, a := range d.Attempts {
 		v.Attempts[i] = a.API()
@@ -102,6 +132,8 @@ func (w Waiting) API() *api.Waiting {
 		v.Running, v.Limit, v.ConcurrencyKey, v.HeldBy = &w.Running, &w.Limit, &w.Key, &w.HeldBy
 	case WaitBackoff, WaitScheduled:
 		v.Until = api.TimePtr(w.Until)
+	case WaitRateLimited:
+		v.RateLimitKey, v.Until = &w.Key, api.TimePtr(w.Until)
 	case WaitDevicesUnfit:
 		v.DevicesOnline = &w.Online
 	case WaitOutsideWindow:
@@ -158,7 +190,29 @@ func NewJobFromAPI(j api.NewJob) NewJob {
 		RunAt: j.RunAt, TimeoutMs: j.TimeoutMs, IdempotencyKey: j.IdempotencyKey,
 		BackoffBaseMs: j.BackoffBaseMs, BackoffMaxMs: j.BackoffMaxMs,
 		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit,
+		MaxCost: j.MaxCost, MaxSteps: j.MaxSteps,
+		RateLimits: j.RateLimits,
 	}
+}
+
+// nonNil is keys, or an empty list for none: the API always shows one.
+func nonNil(keys []string) []string {
+	if keys == nil {
+		return []string{}
+	}
+	return keys
+}
+
+// API is the budgets of a key as the API shows them.
+func (r RateLimit) API() api.RateLimit {
+	v := api.RateLimit{Key: r.Key, Budgets: make([]api.RateBudget, len(r.Budgets))}
+	for i, b := range r.Budgets {
+		v.Budgets[i] = api.RateBudget{
+			Budget: b.String(), Limit: b.Limit, WindowSeconds: int(b.Window / time.Second),
+			Used: b.Used, WindowEnd: api.Time(b.WindowEnd), UpdatedAt: api.Time(b.UpdatedAt), UpdatedBy: b.UpdatedBy,
+		}
+	}
+	return v
 }
 
 // API is the queue as the API shows it.
@@ -177,7 +231,7 @@ func (s Schedule) API() api.Schedule {
 		Job: api.ScheduleJob{
 			Kind: sj.Kind, Queue: sj.Queue, Priority: sj.Priority, Payload: sj.Payload, MaxAttempts: sj.MaxAttempts,
 			TimeoutMs: sj.TimeoutMs, BackoffBaseMs: sj.BackoffBaseMs, BackoffMaxMs: sj.BackoffMaxMs,
-			ConcurrencyKey: sj.ConcurrencyKey, ConcurrencyLimit: sj.ConcurrencyLimit,
+			ConcurrencyKey: sj.ConcurrencyKey, ConcurrencyLimit: sj.ConcurrencyLimit, RateLimits: sj.RateLimits,
 		},
 		NextRunAt: api.TimePtr(s.NextRunAt), LastRunAt: api.TimePtr(s.LastRunAt), LastJobID: s.LastJobID,
 		CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt),

@@ -63,6 +63,9 @@ func (c *Client) SetAvailability(ctx context.Context, scope, name, text, by stri
 	if err != nil {
 		return Availability{}, fmt.Errorf("setting availability: %w", err)
 	}
+	// A window may now be open where none was, or open wider: idle
+	// workers claim again at once instead of at their next poll.
+	c.notifyAllQueues(ctx)
 	return toAvailability(row)
 }
 
@@ -76,6 +79,7 @@ func (c *Client) ClearAvailability(ctx context.Context, scope, name string) erro
 	if n == 0 {
 		return ErrNotFound
 	}
+	c.notifyAllQueues(ctx) // as SetAvailability
 	return nil
 }
 

@@ -123,3 +123,38 @@ func TestClaimGateFirstSkipsOnlyWhatNothingCanHaveChanged(t *testing.T) {
 		t.Fatalf("after that one came back empty: %d claims, want still 4", claims)
 	}
 }
+
+// Time alone can make a job claimable (an availability window opens, a
+// rate-limit window ends) without any notification, so an empty claim
+// is trusted only for the gate's memory: within it, the next polls of
+// the key skip their first claim; after it, one claims again.
+func TestClaimGateForgetsEmptyClaimsAfterItsMemory(t *testing.T) {
+	t.Parallel()
+	n := NewJobNotifier(nil, nil)
+	gate := NewClaimGate(n, 4)
+	gate.memory = 300 * time.Millisecond
+	var claims atomic.Int64
+	empty := func() ([]Job, error) { claims.Add(1); return nil, nil }
+	p := ClaimParams{Queues: []string{"phones"}, Devices: []string{"pixel7"}}
+
+	if _, err := gate.First(n.Waiter(), p, empty); err != nil || claims.Load() != 1 {
+		t.Fatalf("first poll: %d claims (%v), want 1", claims.Load(), err)
+	}
+	for range 5 {
+		if _, err := gate.First(n.Waiter(), p, empty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := claims.Load(); got != 1 {
+		t.Fatalf("polls within the memory made %d claims, want the first only", got)
+	}
+	time.Sleep(350 * time.Millisecond)
+	opened := func() ([]Job, error) { claims.Add(1); return []Job{{ID: 7}}, nil }
+	jobs, err := gate.First(n.Waiter(), p, opened)
+	if err != nil || len(jobs) != 1 || claims.Load() != 2 {
+		t.Fatalf("a poll past the memory: %d jobs, %d claims (%v); want the job, 2 claims", len(jobs), claims.Load(), err)
+	}
+	if ClaimGateMemory > 30*time.Second {
+		t.Fatalf("ClaimGateMemory %v: a job opened by time alone would wait longer than the online window", ClaimGateMemory)
+	}
+}

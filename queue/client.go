@@ -16,6 +16,9 @@ type Client struct {
 	q      *db.Queries
 	logger *slog.Logger
 	limits limitsSeen
+	// rated: whether jobs that name rate-limit keys were due at the last
+	// claim, per set of queues and devices, as limits.
+	rated limitsSeen
 	// now, when set, is the time the lease statements take instead of the
 	// database clock. Only tests set it (export_test.go): production
 	// passes NULL, which the statements read as now().

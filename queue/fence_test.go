@@ -27,6 +27,7 @@ func TestFenceRequiresLeaseOwner(t *testing.T) {
 	}{
 		{"heartbeat", func() error { _, err := f.client.Heartbeat(f.ctx, thief); return err }},
 		{"progress", func() error { return f.client.Progress(f.ctx, thief, 0.5, "not mine") }},
+		{"checkpoint", func() error { return f.client.SaveCheckpoint(f.ctx, thief, 1, json.RawMessage(`{"not":"mine"}`)) }},
 		{"effect_start", func() error { _, err := f.client.StartEffect(f.ctx, thief, "charge"); return err }},
 		{"effect_finish", func() error { return f.client.FinishEffect(f.ctx, thief, "charge", nil) }},
 		{"artifact", func() error {
@@ -54,7 +55,7 @@ func TestFenceRequiresLeaseOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.State != queue.StateRunning || *d.LeaseOwner != "w1" || d.LeaseToken != held.LeaseToken ||
-		d.Result != nil || d.LastError != nil || len(d.Effects) != 0 || len(d.Artifacts) != 0 {
+		d.Result != nil || d.LastError != nil || len(d.Effects) != 0 || len(d.Artifacts) != 0 || d.Checkpoint != nil {
 		t.Fatalf("w2's writes changed w1's job: %+v", d)
 	}
 	var refused []string

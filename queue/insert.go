@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +28,13 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		return Job{}, false, err
 	}
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		job, existed, err = c.insert(ctx, c.q.WithTx(tx), nj)
+		q := c.q.WithTx(tx)
+		if len(nj.RateLimits) > 0 {
+			if err := refuseRatedInCapped(ctx, q, []string{nj.Queue}, func(string) string { return "rate_limits" }); err != nil {
+				return err
+			}
+		}
+		job, existed, err = c.insert(ctx, q, nj)
 		return err
 	})
 	if err != nil {
@@ -45,6 +53,8 @@ func (c *Client) insert(ctx context.Context, q *db.Queries, nj NewJob) (Job, boo
 		TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
 		BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs, Schedule: nj.Schedule,
 		ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
+		MaxCost: nj.MaxCost, MaxSteps: nj.MaxSteps,
+		RateLimits: nj.RateLimits,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// ON CONFLICT DO NOTHING waited for the other insert to commit,
@@ -80,8 +90,11 @@ type batchJob struct {
 	BackoffBaseMs  int32           `json:"backoff_base_ms"`
 	BackoffMaxMs   int32           `json:"backoff_max_ms"`
 	// Keys are at most 200 characters: JSON keeps them exact.
-	ConcurrencyKey   *string `json:"concurrency_key"`
-	ConcurrencyLimit int32   `json:"concurrency_limit"`
+	ConcurrencyKey   *string  `json:"concurrency_key"`
+	ConcurrencyLimit int32    `json:"concurrency_limit"`
+	MaxCost          *int64   `json:"max_cost"`
+	MaxSteps         *int32   `json:"max_steps"`
+	RateLimits       []string `json:"rate_limits,omitempty"`
 }
 
 // InsertMany submits up to MaxBatch jobs in one statement: all of them or,
@@ -94,6 +107,7 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	batch := make([]batchJob, len(njs))
 	var keys []string
 	queues := map[string]bool{}
+	ratedQueues := map[string]int{} // the first job naming rate limits, per queue
 	for i := range njs {
 		nj := &njs[i]
 		if err := nj.Normalize(); err != nil {
@@ -107,11 +121,16 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 			TimeoutMs: nj.TimeoutMs, IdempotencyKey: nj.IdempotencyKey,
 			BackoffBaseMs: *nj.BackoffBaseMs, BackoffMaxMs: *nj.BackoffMaxMs,
 			ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
+			MaxCost: nj.MaxCost, MaxSteps: nj.MaxSteps,
+			RateLimits: nj.RateLimits,
 		}
 		if nj.IdempotencyKey != nil {
 			keys = append(keys, *nj.IdempotencyKey)
 		}
 		queues[nj.Queue] = true
+		if _, seen := ratedQueues[nj.Queue]; len(nj.RateLimits) > 0 && !seen {
+			ratedQueues[nj.Queue] = i
+		}
 	}
 	encoded, err := json.Marshal(batch)
 	if err != nil {
@@ -120,6 +139,13 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	var jobs []Job
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
+		if len(ratedQueues) > 0 {
+			if err := refuseRatedInCapped(ctx, q, slices.Collect(maps.Keys(ratedQueues)), func(queue string) string {
+				return fmt.Sprintf("jobs[%d].rate_limits", ratedQueues[queue])
+			}); err != nil {
+				return err
+			}
+		}
 		rows, err := q.JobInsertMany(ctx, encoded)
 		if err != nil {
 			return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
@@ -160,4 +186,22 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	}
 	c.notifyJobs(ctx, mapKeys(queues))
 	return jobs, nil
+}
+
+// refuseRatedInCapped refuses jobs naming rate-limit keys in a capped
+// queue (max_running): caps and rate limits do not combine yet, and the
+// claims would never take such a job. field names the refused job's
+// rate_limits for a queue. The same holds the other way round: a queue
+// with pending rate-limited jobs is not capped (PatchQueue). A cap set
+// by a PATCH racing the submit can still slip between the two checks
+// (docs/rate-limits.md, known limits).
+func refuseRatedInCapped(ctx context.Context, q *db.Queries, queues []string, field func(queue string) string) error {
+	capped, err := q.QueuesCapped(ctx, queues)
+	if err != nil {
+		return fmt.Errorf("reading queue caps: %w", err)
+	}
+	if len(capped) > 0 {
+		return invalid(field(capped[0]), "cannot be named in queue %q, which has max_running: queue caps and rate limits do not combine yet (remove the cap, or submit to another queue)", capped[0])
+	}
+	return nil
 }

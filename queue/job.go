@@ -79,12 +79,25 @@ type Job struct {
 	// once: this one starts only while fewer than ConcurrencyLimit do.
 	ConcurrencyKey   *string
 	ConcurrencyLimit int32
-	LastError        *string
-	Result           json.RawMessage
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
+	// RateLimits are the rate-limit keys the job names: each claim takes
+	// one unit of every budget of each (see ratelimit.go).
+	RateLimits []string
+	LastError  *string
+	Result     json.RawMessage
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// Schedule is the schedule that made the job, if one did.
 	Schedule *string
+	// Checkpoint is the last one an attempt saved, nil for none: a job
+	// just claimed resumes from it.
+	Checkpoint *Checkpoint
+	// MaxCost and MaxSteps are the job's budget (nil: none), over all its
+	// attempts; CostSpentMicros and StepsSpent what it has spent (steps
+	// are counted only for a job with MaxSteps). See Usage.
+	MaxCost         *int64
+	MaxSteps        *int32
+	CostSpentMicros int64
+	StepsSpent      int32
 }
 
 // Attempt is one claim of a job, from start to its outcome.
@@ -115,6 +128,9 @@ type JobDetail struct {
 	Artifacts []Artifact
 	Events    []Event
 	Effects   []Effect
+	// Usage is what the attempts reported, one entry per attempt, model
+	// and currency, in attempt order.
+	Usage []AttemptUsage
 }
 
 // Lease identifies one attempt's hold on a job: every write of the attempt
@@ -136,13 +152,16 @@ func jobFromRow(r db.Job) Job {
 		LastError: r.LastError, Result: r.Result, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Schedule:       r.Schedule,
 		ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
+		Checkpoint: checkpointFromRow(r),
+		MaxCost:    r.MaxCost, MaxSteps: r.MaxSteps, CostSpentMicros: r.CostSpentMicros, StepsSpent: r.StepsSpent,
+		RateLimits: r.RateLimits,
 	}
 }
 
 // jobRow is satisfied by every generated row type that carries a whole
 // job: sqlc emits one per query, all with the fields of db.Job.
 type jobRow interface {
-	db.Job | db.JobClaimRow | db.JobClaimLimitedRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow
+	db.Job | db.JobClaimRow | db.JobClaimLimitedRow | db.JobFailRow | db.JobStopRow | db.JobCancelRow | db.JobRetryRow | db.JobClaimRatedRow
 }
 
 func toJob[R jobRow](r R) Job { return jobFromRow(db.Job(r)) }

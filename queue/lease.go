@@ -133,33 +133,70 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 
 func (c *Client) claim(ctx context.Context, p ClaimParams) ([]Job, error) {
 	lease := ClampLease(p.Lease)
+	var jobs []Job
+	ratedKnown := c.rated.known(p)
+	if ratedKnown {
+		// Jobs that name rate-limit keys first, while there are any, as
+		// limited ones (below): after the others they would wait for as
+		// long as others remain.
+		rated, found, err := c.claimRated(ctx, p, p.Limit, lease)
+		if err != nil {
+			return nil, err
+		}
+		c.rated.set(p, found)
+		jobs = rated
+		if len(jobs) == p.Limit {
+			return jobs, nil
+		}
+	}
+	more, rated, err := c.claimUnrated(ctx, p, p.Limit-len(jobs), lease)
+	jobs = append(jobs, more...)
+	if err != nil || !rated || ratedKnown {
+		return jobs, err
+	}
+	if len(jobs) == p.Limit {
+		c.rated.set(p, true)
+		return jobs, nil
+	}
+	// The fast or limited claim found rate-limited jobs due: claim them
+	// now, and first from now on while there are.
+	more, found, err := c.claimRated(ctx, p, p.Limit-len(jobs), lease)
+	c.rated.set(p, found)
+	return append(jobs, more...), err
+}
+
+// claimUnrated claims up to limit jobs that name no rate-limit key. rated
+// reports that rate-limited jobs are due (a probe of the fast claim's, or
+// of the limited claim's).
+func (c *Client) claimUnrated(ctx context.Context, p ClaimParams, limit int, lease time.Duration) (jobs []Job, rated bool, err error) {
 	if c.limits.known(p) {
 		// Limited jobs first, while there are any: they are few at a time
 		// (their limits say how few), and after the free ones they would
 		// wait for as long as free jobs remain.
 		// The free jobs for the room left are claimed in the same
 		// transaction.
-		jobs, found, err := c.claimLimited(ctx, p, p.Limit, lease, true)
+		jobs, found, rated, err := c.claimLimited(ctx, p, limit, lease, true)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c.limits.set(p, found)
-		return jobs, nil
+		return jobs, rated, nil
 	}
 	// The fast path, and in the same round trip and transaction whether
 	// any limit applies to these queues (two probes of nearly empty
-	// indexes when none does).
-	rows, anyLimited, err := db.JobClaimAndLimits(ctx, c.pool, c.claimParams(p, p.Limit, lease))
+	// indexes when none does), and whether rate-limited jobs are due (a
+	// third).
+	rows, anyLimited, rated, err := db.JobClaimAndLimits(ctx, c.pool, c.claimParams(p, limit, lease))
 	if err != nil {
-		return nil, fmt.Errorf("claiming jobs: %w", err)
+		return nil, false, fmt.Errorf("claiming jobs: %w", err)
 	}
-	jobs := toJobs(rows)
+	jobs = toJobs(rows)
 	c.limits.set(p, anyLimited)
-	if !anyLimited || len(jobs) == p.Limit {
-		return jobs, nil
+	if !anyLimited || len(jobs) == limit {
+		return jobs, rated, nil
 	}
-	more, _, err := c.claimLimited(ctx, p, p.Limit-len(jobs), lease, false)
-	return append(jobs, more...), err
+	more, _, _, err := c.claimLimited(ctx, p, limit-len(jobs), lease, false)
+	return append(jobs, more...), rated, err
 }
 
 func (c *Client) claimParams(p ClaimParams, limit int, lease time.Duration) db.JobClaimParams {
@@ -322,6 +359,9 @@ func (c *Client) ProgressStep(ctx context.Context, l Lease, step int32, fraction
 	if err != nil {
 		return fmt.Errorf("encoding progress: %w", err)
 	}
+	if step > 0 {
+		return c.progressStep(ctx, l, detail)
+	}
 	_, err = c.q.EventProgress(ctx, db.EventProgressParams{
 		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail, Keep: ProgressKept,
 	})
@@ -332,6 +372,38 @@ func (c *Client) ProgressStep(ctx context.Context, l Lease, step int32, fraction
 		return fmt.Errorf("recording progress: %w", err)
 	}
 	return nil
+}
+
+// progressStep records the progress of a step, which counts against the
+// job's max_steps (SPEC "Usage and budgets"): the report that reaches it
+// ends the attempt failed, permanently, with reason BudgetSpent, and is
+// answered ErrBudgetSpent. Steps are counted as reported, over all the
+// job's attempts.
+//
+// One statement, as for any progress, and a second only when the budget
+// is spent: the attempt is ended by the fenced fail right after, not in
+// one transaction with the count, so that a step of a job without a
+// budget costs no more round trips than before. In between, only the
+// same lease holder could write; a fail that does not get through is
+// an error the worker retries, and the retry finds the budget spent.
+func (c *Client) progressStep(ctx context.Context, l Lease, detail []byte) error {
+	row, err := c.q.EventProgressStep(ctx, db.EventProgressStepParams{
+		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Detail: detail, Keep: ProgressKept,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.refused(ctx, "progress", l)
+	}
+	if err != nil {
+		return fmt.Errorf("recording progress: %w", err)
+	}
+	if !row.Spent {
+		return nil
+	}
+	if err := c.spend(ctx, c.q, l); err != nil {
+		return err
+	}
+	c.logger.Info("budget spent: attempt ended", "job_id", l.JobID, "token", l.Token, "by", "steps")
+	return ErrBudgetSpent
 }
 
 // refused records a refused write on the job's timeline and returns

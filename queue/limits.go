@@ -35,21 +35,24 @@ const (
 // withFree, in the same transaction, free jobs for the room left (see
 // claimLimitedOnce). found reports that any limit applies to p's queues
 // (a capped queue, or due keyed jobs), whether or not it had room.
-func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree bool) (jobs []Job, found bool, err error) {
+// rated reports that rate-limited jobs are due (JobClaimLimitedLock asks,
+// as the fast claim's JobClaimLimitedAny does).
+func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree bool) (jobs []Job, found, rated bool, err error) {
 	delay := limitedRetryDelay
 	for try := 0; ; try++ {
 		once, err := c.claimLimitedOnce(ctx, p, limit-len(jobs), lease, withFree, try >= limitedRetries)
 		if err != nil {
-			return jobs, true, err
+			return jobs, true, rated, err
 		}
 		jobs = append(jobs, once.jobs...)
 		found = found || once.limits > 0
+		rated = rated || once.rated
 		if !once.contended || len(jobs) >= limit || try >= limitedRetries {
-			return jobs, found, nil
+			return jobs, found, rated, nil
 		}
 		select {
 		case <-ctx.Done():
-			return jobs, found, nil
+			return jobs, found, rated, nil
 		case <-time.After(delay):
 		}
 		delay *= 2
@@ -113,6 +116,8 @@ type limitedClaim struct {
 	// contended reports that a limit the claim could have claimed under
 	// was held by another claimer.
 	contended bool
+	// rated reports due rate-limited jobs (claimed elsewhere).
+	rated bool
 }
 
 // claimLimitedOnce is one limited claim, one transaction: it locks the
@@ -142,6 +147,10 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 	}
 	var queues, keys, closed []string
 	for _, l := range held {
+		if l.Scope == "rated" {
+			out.rated = true
+			continue
+		}
 		if l.Scope != "key" {
 			closed = append(closed, l.Name)
 		}

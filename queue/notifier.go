@@ -296,12 +296,31 @@ func (n *JobNotifier) Latest() uint64 {
 // is older than the start of a claim with the same key (queues and
 // devices) that came back empty skips its claim: that claim saw every job
 // the notification announced, and they are all taken.
+//
+// Not every change that makes a job claimable notifies: time alone opens
+// an availability window and ends a rate-limit window. So an empty claim
+// is remembered for ClaimGateMemory at most; after it, the next poll of
+// the key claims again (one claim per key and ClaimGateMemory, however
+// many workers poll it).
 type ClaimGate struct {
 	notifier *JobNotifier
 	slots    chan struct{}
+	memory   time.Duration
 	mu       sync.Mutex
-	empty    map[string]uint64 // key → latest notification when an empty claim began
+	empty    map[string]emptyClaim
 }
+
+// emptyClaim is the latest notification when an empty claim of a key
+// began, and when it ended.
+type emptyClaim struct {
+	seen uint64
+	at   time.Time
+}
+
+// ClaimGateMemory is how long a ClaimGate trusts an empty claim: the
+// longest a job made claimable by time alone (a window opening, a
+// rate-limit budget returning) waits for a long-polling worker.
+const ClaimGateMemory = 15 * time.Second
 
 // maxGateKeys bounds the memory of empty claims; past it, the gate
 // forgets them all (a forgotten one only costs a claim).
@@ -309,7 +328,7 @@ const maxGateKeys = 10_000
 
 // NewClaimGate returns a gate that lets concurrent woken claims run at once.
 func NewClaimGate(n *JobNotifier, concurrent int) *ClaimGate {
-	return &ClaimGate{notifier: n, slots: make(chan struct{}, max(concurrent, 1)), empty: map[string]uint64{}}
+	return &ClaimGate{notifier: n, slots: make(chan struct{}, max(concurrent, 1)), memory: ClaimGateMemory, empty: map[string]emptyClaim{}}
 }
 
 // First runs a long poll's first claim, the one before its waiter w has
@@ -322,10 +341,7 @@ func NewClaimGate(n *JobNotifier, concurrent int) *ClaimGate {
 // and no error when it skipped.
 func (g *ClaimGate) First(w *Waiter, p ClaimParams, claim func() ([]Job, error)) ([]Job, error) {
 	key := gateKey(p)
-	g.mu.Lock()
-	empty, ok := g.empty[key]
-	g.mu.Unlock()
-	if ok && empty >= w.from {
+	if g.emptySince(key, w.from) {
 		return nil, nil
 	}
 	jobs, err := claim()
@@ -339,13 +355,23 @@ func gateKey(p ClaimParams) string {
 	return strings.Join(p.Queues, ",") + "|" + strings.Join(p.Devices, ",")
 }
 
+// emptySince reports whether a claim of key that began at or after
+// notification seen came back empty within the gate's memory.
+func (g *ClaimGate) emptySince(key string, seen uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.empty[key]
+	return ok && e.seen >= seen && time.Since(e.at) < g.memory
+}
+
 func (g *ClaimGate) recordEmpty(key string, began uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.empty) >= maxGateKeys {
 		clear(g.empty)
 	}
-	g.empty[key] = max(g.empty[key], began)
+	e := g.empty[key]
+	g.empty[key] = emptyClaim{seen: max(e.seen, began), at: time.Now()}
 }
 
 // Claim runs claim for a waiter that w woke, unless it need not. It returns
@@ -359,10 +385,7 @@ func (g *ClaimGate) Claim(ctx context.Context, w *Waiter, p ClaimParams, claim f
 	}
 	defer func() { <-g.slots }()
 	key := gateKey(p)
-	g.mu.Lock()
-	skip := g.empty[key] >= w.Seen()
-	g.mu.Unlock()
-	if skip {
+	if g.emptySince(key, w.Seen()) {
 		return nil, nil
 	}
 	began := g.notifier.Latest()

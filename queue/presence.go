@@ -3,6 +3,8 @@ package queue
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -45,6 +47,34 @@ type DeviceReport struct {
 // request does not flap a phone offline, short enough that an unplugged
 // phone shows as gone within half a minute.
 const OnlineWindow = 30 * time.Second
+
+// SessionPresenceEvery is how often the active reaper records alive
+// every direct worker whose reaper lock session is open
+// (WorkersSeenBySession): one statement for the whole direct fleet, where
+// each worker wrote its own presence every 10 s.
+const SessionPresenceEvery = 10 * time.Second
+
+// PresenceSessionName is the application_name of a direct worker's reaper
+// lock session, by which WorkersSeenBySession knows the worker is alive:
+// a fixed prefix and 40 hex digits of the SHA-256 of its id (an id may be
+// longer than application_name's 63 bytes, or not ASCII).
+func PresenceSessionName(workerID string) string {
+	sum := sha256.Sum256([]byte(workerID))
+	return "leasehold worker " + hex.EncodeToString(sum[:])[:40]
+}
+
+// WorkersSeenBySession records as seen now every direct worker whose
+// session named by PresenceSessionName is open, and returns how many it
+// recorded. Such a session ends with its process, and within 5 s of a
+// freeze, so a worker killed or frozen drops out of the online window as
+// if it had stopped writing its own presence.
+func (c *Client) WorkersSeenBySession(ctx context.Context) (int64, error) {
+	n, err := c.q.WorkersSeenBySession(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("recording direct workers seen by their sessions: %w", err)
+	}
+	return n, nil
+}
 
 // WorkerSeen records that a worker is alive, with what it says of its
 // device.

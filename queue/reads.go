@@ -101,6 +101,9 @@ func (c *Client) detail(ctx context.Context, id int64, events func() ([]Event, e
 	if d.Effects, err = c.effects(ctx, id); err != nil {
 		return JobDetail{}, err
 	}
+	if d.Usage, err = c.usage(ctx, id); err != nil {
+		return JobDetail{}, err
+	}
 	return d, nil
 }
 

@@ -52,6 +52,9 @@ type ScheduleJob struct {
 	// before they were kept has neither: no key, limit 1.
 	ConcurrencyKey   *string `json:"concurrency_key"`
 	ConcurrencyLimit int32   `json:"concurrency_limit"`
+	// RateLimits go on each tick's job (none in a schedule stored before
+	// rate limits existed).
+	RateLimits []string `json:"rate_limits,omitempty"`
 }
 
 // NewJob is the job of one tick, before Normalize.
@@ -61,6 +64,7 @@ func (sj ScheduleJob) NewJob() NewJob {
 		MaxAttempts: sj.MaxAttempts, TimeoutMs: sj.TimeoutMs,
 		BackoffBaseMs: sj.BackoffBaseMs, BackoffMaxMs: sj.BackoffMaxMs,
 		ConcurrencyKey: sj.ConcurrencyKey, ConcurrencyLimit: &sj.ConcurrencyLimit,
+		RateLimits: sj.RateLimits,
 	}
 }
 
@@ -86,6 +90,7 @@ func ScheduleJobOf(nj NewJob) (ScheduleJob, error) {
 		MaxAttempts: nj.MaxAttempts, TimeoutMs: nj.TimeoutMs,
 		BackoffBaseMs: nj.BackoffBaseMs, BackoffMaxMs: nj.BackoffMaxMs,
 		ConcurrencyKey: nj.ConcurrencyKey, ConcurrencyLimit: *nj.ConcurrencyLimit,
+		RateLimits: nj.RateLimits,
 	}, nil
 }
 

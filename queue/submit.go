@@ -57,6 +57,15 @@ type NewJob struct {
 	// share it at once.
 	ConcurrencyKey   *string
 	ConcurrencyLimit *int32
+	// MaxCost (micro-units of the currency usage is reported in) and
+	// MaxSteps are a budget over all the job's attempts: when its usage
+	// or its steps reach one, the attempt ends failed, permanently, with
+	// reason BudgetSpent. nil: no budget.
+	MaxCost  *int64
+	MaxSteps *int32
+	// RateLimits: the rate-limit keys whose budgets each claim of the job
+	// spends (at most MaxRateLimits, none twice).
+	RateLimits []string
 
 	// Filled in by Normalize from the payload.
 	app, device *string
@@ -146,6 +155,15 @@ func (j *NewJob) Normalize() error {
 		return invalid("backoff_max_ms", "must be between backoff_base_ms and %d", maxBackoffMs)
 	}
 	if err := j.NormalizeConcurrency(); err != nil {
+		return err
+	}
+	if j.MaxCost != nil && (*j.MaxCost < 1 || *j.MaxCost > MaxCostLimit) {
+		return invalid("max_cost", "must be between 1 and %d (micro-units)", int64(MaxCostLimit))
+	}
+	if j.MaxSteps != nil && (*j.MaxSteps < 1 || *j.MaxSteps > MaxStepsLimit) {
+		return invalid("max_steps", "must be between 1 and %d", MaxStepsLimit)
+	}
+	if err := j.normalizeRateLimits(); err != nil {
 		return err
 	}
 	if k := j.IdempotencyKey; k != nil {

@@ -25,6 +25,8 @@ type WaitKind string
 //     due and has room.
 //  5. WaitBackoff, 6. WaitScheduled: the job is not due yet; claims do
 //     not look at it before then, so no cap or key holds it back yet.
+//     WaitRateLimited: due, but a rate-limit key's budget is spent until
+//     a known time.
 //  7. WaitQueueAtCap, then 8. WaitKeyHeld: due, but the queue or the
 //     concurrency key has no room now.
 //  9. WaitReady: due, with room and a worker: one picks it up now.
@@ -57,16 +59,16 @@ const (
 	// (the device label or the worker); Until is nil when their windows
 	// are never open together.
 	WaitOutsideWindow WaitKind = "outside_window"
-	// WaitRateLimited is reserved for rate-limit budgets, which do not
-	// exist yet: WhyWaiting never answers it today.
+	// WaitRateLimited: Key, one of the job's rate-limit keys, has spent
+	// a budget of its current window; Until is when that window ends and
+	// the budget returns (the latest such end of the job's spent keys).
 	WaitRateLimited WaitKind = "rate_limited"
 	// WaitReady: due, with room and a fit worker online: a worker picks it
 	// up at its next claim (when one of them is free).
 	WaitReady WaitKind = "ready"
 )
 
-// WaitKinds lists every kind, the reserved ones included, in priority
-// order.
+// WaitKinds lists every kind in priority order.
 var WaitKinds = []WaitKind{
 	WaitQueuePaused, WaitNoWorker, WaitNoDevice, WaitDevicesUnfit, WaitOutsideWindow,
 	WaitBackoff, WaitScheduled, WaitRateLimited, WaitQueueAtCap, WaitKeyHeld, WaitReady,
@@ -90,10 +92,12 @@ type Waiting struct {
 	// concurrency limit (WaitKeyHeld).
 	Running, Limit int64
 	// Key and HeldBy: the concurrency key and the oldest running job that
-	// holds it (WaitKeyHeld).
+	// holds it (WaitKeyHeld); Key alone: the spent rate-limit key
+	// (WaitRateLimited).
 	Key    string
 	HeldBy int64
-	// Until is when the job is due (WaitBackoff, WaitScheduled).
+	// Until is when the job is due (WaitBackoff, WaitScheduled), or when
+	// the spent budget returns (WaitRateLimited).
 	Until *time.Time
 	// Device is the job's device label, if it names one (every kind).
 	// Online counts the workers online that take the queue and carry the
@@ -207,6 +211,9 @@ func waitingOf(r db.JobWaitFactsRow) Waiting {
 		w.Kind, w.Until = WaitBackoff, &r.RunAt
 	case r.NotDue:
 		w.Kind, w.Until = WaitScheduled, &r.RunAt
+	case r.RateKey != "":
+		until := r.RateUntil
+		w.Kind, w.Key, w.Until = WaitRateLimited, r.RateKey, &until
 	case r.MaxRunning != nil && r.QueueRunning >= int64(*r.MaxRunning):
 		w.Kind, w.Running, w.Limit = WaitQueueAtCap, r.QueueRunning, int64(*r.MaxRunning)
 	case r.ConcurrencyKey != nil && r.KeyRunning >= int64(r.ConcurrencyLimit):

@@ -93,3 +93,19 @@ func TestJobPageShowsReplayAndDownload(t *testing.T) {
 		t.Errorf("attempt: %s", htmltest.Text(att[0]))
 	}
 }
+
+// An attempt that resumed from a checkpoint says after which step; one
+// that started from the beginning says nothing of it.
+func TestReplayViewerSaysWhereItResumed(t *testing.T) {
+	t.Parallel()
+	if d := renderHTML(t, templates.ReplayViewer(replaySample(1, 3))); len(d.All("replay-resumed")) != 0 {
+		t.Error("a replay from the start shows a resumed badge")
+	}
+	r := replaySample(1, 3)
+	seven := 7
+	r.ResumedAfter = &seven
+	d := renderHTML(t, templates.ReplayViewer(r))
+	if got := htmltest.Text(d.One(t, "replay-resumed")); got != "resumed after step 7" {
+		t.Errorf("resumed badge %q", got)
+	}
+}

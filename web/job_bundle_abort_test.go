@@ -21,9 +21,12 @@ func TestAttemptBundleAbortedByClientIsNotAnError(t *testing.T) {
 	t.Parallel()
 	eachArtifactBackend(t, func(t *testing.T, kind string) {
 		f := setupBundleOn(t, kind)
+		// The images first: encoding three noisy 1200×1200 PNGs under
+		// -race took a loaded CI longer than the claim's minute of lease.
+		pngs := [][]byte{noisyPNG(t, 1200, 1200), noisyPNG(t, 1200, 1200), noisyPNG(t, 1200, 1200)}
 		l := f.claim(t)
-		for _, name := range []string{"a.png", "b.png", "c.png"} {
-			if _, err := f.store.Put(f.ctx, l, name, bytes.NewReader(noisyPNG(t, 1200, 1200))); err != nil {
+		for i, name := range []string{"a.png", "b.png", "c.png"} {
+			if _, err := f.store.Put(f.ctx, l, name, bytes.NewReader(pngs[i])); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -54,7 +54,7 @@ func NewMetrics(q *queue.Client) *Metrics {
 	}
 	m.webhooks = newWebhookMetrics(q)
 	m.registry.MustRegister(
-		m.reclaimDelay, m.reaped, m.notDelivered, newCountsCollector(q),
+		m.reclaimDelay, m.reaped, m.notDelivered, newCountsCollector(q), newUsageCollector(q),
 		m.webhooks.deliveries, m.webhooks.givenUp, m.webhooks.pending,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

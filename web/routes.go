@@ -69,9 +69,13 @@ func (s *server) routes(e *echo.Echo) {
 	api.GET("/queues", a.ListQueues, admin, replica)
 	api.PATCH("/queues/:name", a.PatchQueue, admin)
 	api.GET("/workers", a.ListWorkers, admin, replica)
+	api.GET("/usage", a.GetUsage, admin, replica)
 	api.GET("/availability", a.ListAvailability, admin)
 	api.PUT("/availability/:scope/:name", a.PutAvailability, admin)
 	api.DELETE("/availability/:scope/:name", a.DeleteAvailability, admin)
+	api.GET("/rate-limits", a.ListRateLimits, admin)
+	api.PUT("/rate-limits/:key", a.PutRateLimit, admin)
+	api.DELETE("/rate-limits/:key", a.DeleteRateLimit, admin)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
@@ -82,6 +86,8 @@ func (s *server) routes(e *echo.Echo) {
 	api.PUT("/worker/availability", w.Availability, worker)
 	api.POST("/worker/jobs/:id/heartbeat", w.Heartbeat, worker)
 	api.POST("/worker/jobs/:id/progress", w.Progress, worker)
+	api.POST("/worker/jobs/:id/checkpoint", w.Checkpoint, worker)
+	api.POST("/worker/jobs/:id/usage", w.Usage, worker)
 	api.POST("/worker/jobs/:id/complete", w.Complete, worker)
 	api.POST("/worker/jobs/:id/fail", w.Fail, worker)
 	api.POST("/worker/jobs/:id/release", w.Release, worker)
@@ -133,10 +139,12 @@ func (s *server) routes(e *echo.Echo) {
 	pages.POST("/schedules/:name/pause", d.PauseSchedule, page...)
 	pages.POST("/schedules/:name/resume", d.ResumeSchedule, page...)
 	// Queues: pause, resume, cap.
+	pages.GET("/usage", d.UsagePage, read...)
 	pages.GET("/queues", d.QueuesPage, read...)
 	pages.POST("/queues/:name/pause", d.PauseQueue, page...)
 	pages.POST("/queues/:name/resume", d.ResumeQueue, page...)
 	pages.POST("/queues/:name/limit", d.SetQueueLimit, page...)
+	pages.POST("/rate-limits", d.SetRateLimit, page...)
 	// What changed, pushed to the pages above (Server-Sent Events).
 	pages.GET("/events", d.Events, page...)
 }

@@ -223,8 +223,10 @@ func TestWhyWaitingThroughAPIAndPages(t *testing.T) {
 					t.Fatal("no until")
 				}
 				until, err := time.Parse(time.RFC3339Nano, *w.Until)
-				if err != nil || time.Until(until) < 50*time.Minute {
-					t.Fatalf("until %q (%v), want an hour away", *w.Until, err)
+				// The backoff's jitter is ×0.8 to ×1.2, capped at the 1 h
+				// maximum: due 48 to 60 minutes after the failure.
+				if err != nil || time.Until(until) < 47*time.Minute || time.Until(until) > time.Hour {
+					t.Fatalf("until %q (%v), want 48 to 60 minutes away", *w.Until, err)
 				}
 				return "Waiting to retry after a failed attempt: due at " + clock(until, true) + ".", "backoff until " + clock(until, false)
 			},

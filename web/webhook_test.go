@@ -152,12 +152,12 @@ func TestWebhookJobIsTheAPIJob(t *testing.T) {
 	}
 	var shown map[string]json.RawMessage
 	f.get(t, "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10)).want(t, http.StatusOK).decode(t, &shown)
-	// What the detail adds to the job: its history, and why it waits
+	// What the detail adds to the job: its history (usage included), and why it waits
 	// (null here: the job is dead).
 	if w, ok := shown["waiting"]; !ok || string(w) != "null" {
 		t.Errorf("waiting of a dead job: %s (present %v), want null", w, ok)
 	}
-	for _, detail := range []string{"attempts", "artifacts", "events", "effects", "waiting"} {
+	for _, detail := range []string{"attempts", "artifacts", "events", "effects", "usage", "waiting"} {
 		delete(shown, detail)
 	}
 	if len(ev.Job) != len(shown) {

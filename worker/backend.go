@@ -30,8 +30,15 @@ type Backend interface {
 	// Progress and UploadArtifact name the attempt's step the write
 	// belongs to; 0 for none.
 	Progress(ctx context.Context, l queue.Lease, step int32, fraction float64, message string) error
+	// Usage records what the attempt used (checked by queue.CheckUsage
+	// first); queue.ErrBudgetSpent when it spent the job's budget, which
+	// ended the attempt.
+	Usage(ctx context.Context, l queue.Lease, u queue.Usage) error
 	StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error)
 	FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error
+	// Checkpoint saves the attempt's checkpoint (state a JSON object,
+	// checked by queue.CheckCheckpoint).
+	Checkpoint(ctx context.Context, l queue.Lease, step int, state json.RawMessage) error
 	UploadArtifact(ctx context.Context, l queue.Lease, name string, step int32, r io.Reader) (queue.Artifact, error)
 	WorkerSeen(ctx context.Context, p queue.Presence) error
 }
@@ -105,6 +112,11 @@ func (d Direct) Fail(ctx context.Context, l queue.Lease, msg string, retryable b
 // as for Fail.
 func (d Direct) Progress(ctx context.Context, l queue.Lease, step int32, fraction float64, message string) error {
 	return d.Client.ProgressStep(ctx, l, step, fraction, clip(message))
+}
+
+// Checkpoint implements Backend with the queue's.
+func (d Direct) Checkpoint(ctx context.Context, l queue.Lease, step int, state json.RawMessage) error {
+	return d.Client.SaveCheckpoint(ctx, l, step, state)
 }
 
 // errNoArtifactStorage refuses the artifacts of a direct worker made

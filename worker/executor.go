@@ -34,6 +34,11 @@ type Reporter interface {
 	StartEffect(ctx context.Context, key string) (queue.EffectStart, error)
 	FinishEffect(ctx context.Context, key string, result json.RawMessage) error
 	Effect(ctx context.Context, key string, fn EffectFunc) (json.RawMessage, error)
+	// Checkpoint saves state (a JSON object of at most
+	// queue.MaxCheckpointBytes) as the point a later attempt of the job
+	// may resume from: the attempt has done step. The next attempt's
+	// job.Checkpoint is the last one saved (SPEC "Checkpoints").
+	Checkpoint(ctx context.Context, step int, state json.RawMessage) error
 }
 
 // StepReporter is a Reporter that can say which step of the attempt a
@@ -63,6 +68,27 @@ func ArtifactStep(ctx context.Context, r Reporter, step int, name string, body i
 		return sr.ArtifactStep(ctx, step, name, body)
 	}
 	return r.Artifact(ctx, name, body)
+}
+
+// UsageReporter is a Reporter that can report what the attempt used
+// (model, tokens, cost, counters): the worker's reporters are. A report
+// that spends the job's budget (max_cost) is answered
+// queue.ErrBudgetSpent: the attempt is over, and the worker stops it.
+type UsageReporter interface {
+	Reporter
+	Usage(ctx context.Context, u queue.Usage) error
+}
+
+// ErrNoUsage is ReportUsage's answer for a Reporter that cannot report
+// usage.
+var ErrNoUsage = errors.New("this reporter cannot report usage")
+
+// ReportUsage reports u through r; ErrNoUsage when r cannot.
+func ReportUsage(ctx context.Context, r Reporter, u queue.Usage) error {
+	if ur, ok := r.(UsageReporter); ok {
+		return ur.Usage(ctx, u)
+	}
+	return ErrNoUsage
 }
 
 // EffectFunc performs an external action once; idempotencyKey goes with

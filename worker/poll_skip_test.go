@@ -11,10 +11,16 @@ import (
 	"github.com/leasehold/leasehold/worker"
 )
 
-// countingBackend counts the claims of a direct worker.
+// countingBackend counts the claims and the presences of a direct
+// worker.
 type countingBackend struct {
 	worker.Direct
-	claims atomic.Int64
+	claims, seen atomic.Int64
+}
+
+func (b *countingBackend) WorkerSeen(ctx context.Context, p queue.Presence) error {
+	b.seen.Add(1)
+	return b.Direct.WorkerSeen(ctx, p)
 }
 
 func (b *countingBackend) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {

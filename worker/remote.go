@@ -192,6 +192,12 @@ func (r *Remote) Progress(ctx context.Context, l queue.Lease, step int32, fracti
 	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionProgress), req, nil, true)
 }
 
+// Usage implements Backend.
+func (r *Remote) Usage(ctx context.Context, l queue.Lease, u queue.Usage) error {
+	req := api.UsageRequest{LeaseRequest: api.Lease(l.Token), Usage: u.API()}
+	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionUsage), req, nil, true)
+}
+
 // StartEffect implements Backend.
 func (r *Remote) StartEffect(ctx context.Context, l queue.Lease, key string) (queue.EffectStart, error) {
 	var out api.EffectStartResponse
@@ -204,6 +210,13 @@ func (r *Remote) StartEffect(ctx context.Context, l queue.Lease, key string) (qu
 func (r *Remote) FinishEffect(ctx context.Context, l queue.Lease, key string, result json.RawMessage) error {
 	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionEffects),
 		api.EffectRequest{LeaseRequest: api.Lease(l.Token), Action: api.EffectFinish, Key: key, Result: result}, nil, true)
+}
+
+// Checkpoint implements Backend.
+func (r *Remote) Checkpoint(ctx context.Context, l queue.Lease, step int, state json.RawMessage) error {
+	s := int64(step)
+	return r.call(ctx, http.MethodPost, jobPath(l, api.ActionCheckpoint),
+		api.CheckpointRequest{LeaseRequest: api.Lease(l.Token), Step: &s, State: state}, nil, true)
 }
 
 // WorkerSeen implements Backend; the server knows the worker by its token.
@@ -334,6 +347,8 @@ func (r *Remote) do(req *http.Request, out any) error {
 		switch {
 		case e.Code == api.CodeLeaseLost:
 			return queue.ErrLeaseLost
+		case e.Code == api.CodeBudgetSpent:
+			return queue.ErrBudgetSpent
 		case e.Code == api.CodeNotFound && strings.Contains(req.URL.Path, "/jobs/"):
 			return queue.ErrNotFound
 		case resp.StatusCode == http.StatusUnauthorized:

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -21,10 +22,38 @@ type reporter struct {
 	lease   queue.Lease
 	jl      *jobLog
 	uploads *uploads
+	// stop ends the attempt's executor, as a lost lease does: a write
+	// that spent the job's budget ended the attempt (see spent).
+	stop context.CancelCauseFunc
 }
 
-func (w *Worker) reporter(lease queue.Lease, jl *jobLog) reporter {
-	return reporter{backend: w.backend, lease: lease, jl: jl, uploads: newUploads(w.backend, w.cfg.Spool, lease, jl)}
+func (w *Worker) reporter(lease queue.Lease, jl *jobLog, stop context.CancelCauseFunc) reporter {
+	return reporter{backend: w.backend, lease: lease, jl: jl, uploads: newUploads(w.backend, w.cfg.Spool, lease, jl), stop: stop}
+}
+
+// errBudgetSpent stops an executor whose write spent its job's budget:
+// the server ended the attempt (failed, permanent, "budget spent"), so,
+// as for a lost lease, the worker writes nothing more for it.
+var errBudgetSpent = fmt.Errorf("%w: %w", queue.ErrBudgetSpent, errLeaseLost)
+
+// spent stops the executor when err says the write spent the budget.
+func (r reporter) spent(err error) error {
+	if errors.Is(err, queue.ErrBudgetSpent) && r.stop != nil {
+		r.jl.get().Warn("budget spent: the attempt ended; stopping the job")
+		r.stop(errBudgetSpent)
+	}
+	return err
+}
+
+// Usage records what the attempt used (UsageReporter), checked first as
+// the queue checks it; queue.ErrBudgetSpent stops the job.
+func (r reporter) Usage(ctx context.Context, u queue.Usage) error {
+	if err := queue.CheckUsage(&u); err != nil {
+		return err
+	}
+	return r.spent(r.retry(ctx, "usage", func(ctx context.Context) error {
+		return r.backend.Usage(ctx, r.lease, u)
+	}))
 }
 
 // retry is retryWrite, with the job's logger made only when a write
@@ -61,7 +90,7 @@ func (r reporter) ProgressStep(ctx context.Context, step int, fraction float64, 
 	if err == nil {
 		r.uploads.progress(fraction)
 	}
-	return err
+	return r.spent(err)
 }
 
 // Artifact spools body and returns once it is in the spool (the returned
@@ -99,6 +128,21 @@ func (r reporter) FinishEffect(ctx context.Context, key string, result json.RawM
 	}
 	return r.retry(ctx, "effect finish", func(ctx context.Context) error {
 		return r.backend.FinishEffect(ctx, r.lease, key, result)
+	})
+}
+
+// Checkpoint saves the attempt's checkpoint, checked before it is sent
+// (a *queue.ValidationError) and retried through outages like every
+// write. It waits for the attempt's artifacts handed over before it, as
+// Progress does: a later attempt that resumes after step should find
+// that step's screenshots stored.
+func (r reporter) Checkpoint(ctx context.Context, step int, state json.RawMessage) error {
+	if err := queue.CheckCheckpoint(step, state); err != nil {
+		return err
+	}
+	r.uploads.wait(ctx)
+	return r.retry(ctx, "checkpoint", func(ctx context.Context) error {
+		return r.backend.Checkpoint(ctx, r.lease, step, state)
 	})
 }
 

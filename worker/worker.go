@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +72,11 @@ type Worker struct {
 	device      *device
 	checkNow    chan struct{} // a device-info run is wanted
 	presenceNow chan struct{} // presence should be sent now
-	flight      flight        // the last check's verdict
+	// reaper is a direct worker's standby reaper (nil otherwise): while
+	// its lock session is open, the active reaper records this worker
+	// alive, and an unchanged presence is not written.
+	reaper      *maintenance.Reaper
+	flight      flight // the last check's verdict
 	claimMu     sync.Mutex
 	claimCancel context.CancelFunc // of a claim under way
 	// claimLog and presenceLog thin out the warnings of an outage.
@@ -155,6 +160,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// listening session is woken (a transaction) by every
 			// notification of the database.
 			reaperWakes = notes.ReaperWakes()
+			w.reaper = maintenance.NewReaper(w.cfg.Pool, maintenance.ReaperConfig{Logger: w.log, Wakes: reaperWakes, Worker: w.cfg.ID})
 		}
 	}
 	bgWG.Go(func() { w.presence(bg) })
@@ -168,9 +174,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.Pool != nil {
 		bgWG.Go(func() { notes.Run(bg) })
 		bgWG.Go(func() { w.listen(bg, notes, wake) })
-		if w.cfg.Reaper {
+		if w.reaper != nil {
 			// The maintainer logs a reaper that gives up; the jobs go on.
-			m := maintenance.NewMaintainer(w.log, maintenance.NewReaper(w.cfg.Pool, maintenance.ReaperConfig{Logger: w.log, Wakes: reaperWakes}))
+			m := maintenance.NewMaintainer(w.log, w.reaper)
 			bgWG.Go(func() { _ = m.Run(bg) })
 		}
 	}
@@ -413,7 +419,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		}
 	}
 
-	rep := w.reporter(lease, jl)
+	rep := w.reporter(lease, jl, stop)
 	result, err := w.cfg.Executor.Run(execCtx, job, rep)
 	cause := context.Cause(execCtx)
 	if w.cfg.Postflight != nil && !errors.Is(cause, errLeaseLost) {
@@ -680,26 +686,37 @@ func wakeUp(wake chan<- struct{}) {
 	}
 }
 
-// presence records this worker as alive for /workers and the stats.
+// presence records this worker as alive for /workers and the stats. A
+// direct worker whose reaper lock session is open is recorded alive by
+// the active reaper (maintenance.ReaperConfig.Worker), so it writes only
+// what changed: its first presence, a changed device report, devices or
+// queues. An idle direct fleet then costs the database one statement per
+// queue.SessionPresenceEvery, not one per worker.
 func (w *Worker) presence(ctx context.Context) {
 	every := presenceEvery
 	// Until one presence of this process is recorded, each says it is
 	// the first: that dates the worker's start (a worker restarted under
 	// the same id is a new start, not the id's first presence ever).
 	starting := true
+	var last presenceKey
 	for {
-		// Bounded, so that a network gone silent cannot stall presence.
-		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := w.backend.WorkerSeen(callCtx, queue.Presence{
+		p := queue.Presence{
 			ID: w.cfg.ID, Devices: w.cfg.Devices, Queues: w.cfg.Queues, Device: w.deviceReport(), Starting: starting,
-		})
-		cancel()
-		switch {
-		case err == nil:
-			starting = false
-			w.presenceLog.ok()
-		case ctx.Err() == nil:
-			w.presenceLog.failed(err)
+		}
+		key := keyOf(p, time.Now())
+		if starting || w.reaper == nil || !w.reaper.SessionOpen() || !key.same(last) {
+			// Bounded, so that a network gone silent cannot stall presence.
+			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := w.backend.WorkerSeen(callCtx, p)
+			cancel()
+			switch {
+			case err == nil:
+				starting = false
+				last = key
+				w.presenceLog.ok()
+			case ctx.Err() == nil:
+				w.presenceLog.failed(err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -708,6 +725,38 @@ func (w *Worker) presence(ctx context.Context) {
 		case <-w.presenceNow: // the phone's health changed
 		}
 	}
+}
+
+// presenceKey is what a presence says, but for when it was sent: two
+// equal keys need not both be written.
+type presenceKey struct {
+	devices, queues string
+	device          bool
+	info            string
+	gathered        time.Time // when the info was gathered
+	infoError       string
+	claiming        bool
+	reason          string
+}
+
+func keyOf(p queue.Presence, now time.Time) presenceKey {
+	k := presenceKey{devices: strings.Join(p.Devices, "\x00"), queues: strings.Join(p.Queues, "\x00")}
+	if d := p.Device; d != nil {
+		k.device, k.info, k.infoError, k.claiming, k.reason = true, string(d.Info), d.Error, d.Claiming, d.Reason
+		if d.Info != nil {
+			k.gathered = now.Add(-d.InfoAge)
+		}
+	}
+	return k
+}
+
+// same reports whether k says what o said: the same info counts as new
+// when it was gathered again (a second or more apart), since the workers
+// page shows when.
+func (k presenceKey) same(o presenceKey) bool {
+	gap := k.gathered.Sub(o.gathered)
+	k.gathered, o.gathered = time.Time{}, time.Time{}
+	return k == o && gap < time.Second && gap > -time.Second
 }
 
 // maxSkippedPolls is how many polls in a row a direct worker skips at

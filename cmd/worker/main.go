@@ -77,7 +77,7 @@ func run(args []string) error {
 		grace       = fs.Duration("grace", 30*time.Second, "how long running jobs may finish after SIGTERM before their leases are released")
 		killGrace   = fs.Duration("kill-grace", 10*time.Second, "how long an exec command has between SIGTERM and SIGKILL when its attempt must stop")
 		poll        = fs.Duration("poll", 0, "fallback claim period when no notification arrives (default 10s direct, 1s remote)")
-		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs")
+		reaper      = fs.Bool("reaper", true, "run a standby reaper, so expired leases are recovered even while no server runs; its open session also keeps this worker online without presence writes (docs/operating.md, Online)")
 		deviceInfo  = fs.String("device-info", "", "command printing one JSON object about the phone (battery, charging, adb, model, …), run at start, every --device-info-every and after each job")
 		infoEvery   = fs.Duration("device-info-every", time.Minute, "how often --device-info runs between jobs")
 		minBattery  = fs.Int("min-battery", queue.DefaultMinBattery, "with --device-info: claim nothing while the battery is under this percentage and not charging")

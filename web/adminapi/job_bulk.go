@@ -94,5 +94,13 @@ func decodeSelector(c echo.Context) (queue.Selection, error) {
 	if len(sel.IDs) == 0 && sel.State == "" && sel.Kind == "" && sel.Queue == "" {
 		return queue.Selection{}, httpx.BadRequest("", `select jobs by "ids" or a filter of "state", "kind" and "queue"`)
 	}
-	return queue.Selection{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue}, nil
+	choice := sel.Checkpoint
+	if choice == "" {
+		choice = c.QueryParam("checkpoint")
+	}
+	startOver, err := retryStartsOver(choice)
+	if err != nil {
+		return queue.Selection{}, err
+	}
+	return queue.Selection{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue, StartOver: startOver}, nil
 }

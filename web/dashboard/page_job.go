@@ -30,8 +30,19 @@ func (h *Handler) JobPage(c echo.Context) error {
 // RetryJob is the Retry button: a dead or cancelled job goes back to
 // pending with a fresh budget; then back to the job's page (Post/Redirect/
 // Get), where the retry shows on the timeline.
+//
+// A job with a checkpoint offers two buttons: checkpoint=resume (the
+// default) keeps it, checkpoint=start_over clears it first.
 func (h *Handler) RetryJob(c echo.Context) error {
-	return h.jobPageAction(c, h.queue.RetryOne, queue.RetryRefusal)
+	retry := h.queue.RetryOne
+	switch c.FormValue("checkpoint") {
+	case "", "resume":
+	case "start_over":
+		retry = h.queue.RetryOneStartOver
+	default:
+		return h.jobProblem(c, http.StatusBadRequest, "Not a choice", `checkpoint must be "resume" or "start_over".`)
+	}
+	return h.jobPageAction(c, retry, queue.RetryRefusal)
 }
 
 // CancelJob is the Cancel button: a pending job is cancelled at once,

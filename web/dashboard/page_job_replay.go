@@ -84,7 +84,7 @@ func (h *Handler) jobPageReplay(c echo.Context, d queue.JobDetail, v *templates.
 			return false, err
 		}
 		r := &templates.Replay{
-			Attempt: a.Number, Step: step, Steps: len(steps), Selected: selected,
+			Attempt: a.Number, Step: step, Steps: len(steps), Selected: selected, ResumedAfter: a.ResumedAfter,
 			Shot:    templates.JobArtifact{ID: shot.ID, Name: shot.Name, Size: jobPageSize(shot.Size), Step: step},
 			Message: message, Elapsed: jobPageDuration(max(shot.CreatedAt.Sub(a.StartedAt), 0)),
 		}

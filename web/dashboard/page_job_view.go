@@ -100,6 +100,25 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 		v.Attempts = append(v.Attempts, ja)
 	}
 
+	if cp := j.Checkpoint; cp != nil {
+		v.Checkpoint = &templates.JobCheckpoint{Step: cp.Step, Attempt: cp.Attempt, At: cp.At}
+	}
+	// Where each attempt resumed, from its resumed event (among the
+	// page's events: an attempt's comes first, at its claim).
+	for _, e := range d.Events {
+		if e.Type != "resumed" || e.Attempt == nil {
+			continue
+		}
+		var r struct{ Step *int }
+		if json.Unmarshal(e.Detail, &r) != nil || r.Step == nil {
+			continue
+		}
+		for i := range v.Attempts {
+			if v.Attempts[i].Number == *e.Attempt {
+				v.Attempts[i].ResumedAfter = r.Step
+			}
+		}
+	}
 	for i := len(d.Events) - 1; i >= 0; i-- {
 		if e := d.Events[i]; e.Type == "retried" {
 			var by struct{ By string }
@@ -122,6 +141,7 @@ func newJobPageView(d queue.JobDetail) templates.JobPageView {
 			Key: e.Key, Attempt: e.Attempt, State: e.State, Result: jobPageCompact(e.Result), CreatedAt: e.CreatedAt,
 		})
 	}
+	v.Usage = jobUsageView(j, d.Usage)
 	return v
 }
 

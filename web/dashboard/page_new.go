@@ -116,6 +116,7 @@ func readNewJobInput(c echo.Context) templates.NewJobView {
 		Priority:       field("priority"),
 		MaxAttempts:    field("max_attempts"),
 		ConcurrencyKey: field("concurrency_key"), ConcurrencyLimit: field("concurrency_limit"),
+		MaxCost: field("max_cost"), MaxSteps: field("max_steps"),
 		IdempotencyKey: c.FormValue("idempotency_key"),
 	}
 }
@@ -136,6 +137,22 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 	concurrencyLimit, msg := newJobNumber(in.ConcurrencyLimit, 1, 1, queue.MaxConcurrencyLimit)
 	if msg != "" {
 		errs["concurrency_limit"] = msg
+	}
+	var maxCost *int64
+	if in.MaxCost != "" {
+		n, msg := newJobNumber(in.MaxCost, 0, 1, queue.MaxCostLimit)
+		if msg != "" {
+			errs["max_cost"] = msg
+		}
+		maxCost = &n
+	}
+	var maxSteps *int32
+	if in.MaxSteps != "" {
+		n, msg := newJobNumber(in.MaxSteps, 0, 1, queue.MaxStepsLimit)
+		if msg != "" {
+			errs["max_steps"] = msg
+		}
+		maxSteps = new(int32(n))
 	}
 	var concurrencyKey *string
 	if in.ConcurrencyKey != "" {
@@ -188,6 +205,7 @@ func newJobFromInput(in templates.NewJobView) (nj queue.NewJob, errs map[string]
 		Kind: newJobKind, Queue: in.Queue, Priority: int32(priority), Payload: payload,
 		MaxAttempts: new(int32(maxAttempts)), IdempotencyKey: &key,
 		ConcurrencyKey: concurrencyKey, ConcurrencyLimit: new(int32(concurrencyLimit)),
+		MaxCost: maxCost, MaxSteps: maxSteps,
 	}
 	return nj, errs, problem
 }
@@ -200,7 +218,7 @@ func newJobFormField(name string) string { return strings.TrimPrefix(name, "payl
 // form's.
 func newJobIsField(name string) bool {
 	switch name {
-	case "queue", "app", "store_url", "device", "instructions", "priority", "max_attempts", "concurrency_key", "concurrency_limit":
+	case "queue", "app", "store_url", "device", "instructions", "priority", "max_attempts", "concurrency_key", "concurrency_limit", "max_cost", "max_steps":
 		return true
 	}
 	return false

@@ -39,6 +39,10 @@ func (h *Handler) OverviewPage(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("overview: %w", err)
 	}
+	usage, err := h.read(c).UsageTotals(ctx)
+	if err != nil {
+		return fmt.Errorf("overview: %w", err)
+	}
 	v := templates.OverviewView{
 		ArtifactFiles: storage.ArtifactFiles,
 		ArtifactBytes: storage.ArtifactBytes,
@@ -46,6 +50,7 @@ func (h *Handler) OverviewPage(c echo.Context) error {
 		Dead:          make([]templates.OverviewDead, len(dead)),
 		Workers:       make([]templates.OverviewWorker, len(workers)),
 		WorkerCommand: listWorkerCommand(c),
+		Usage:         overviewUsage(usage),
 	}
 	for i, st := range queue.States {
 		v.Stats[i] = templates.OverviewStat{State: string(st), Count: counts.Jobs[st]}

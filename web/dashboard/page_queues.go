@@ -20,9 +20,16 @@ func (h *Handler) QueuesPage(c echo.Context) error {
 	return h.renderQueues(c, http.StatusOK, nil, refusedLimit{})
 }
 
+// refusedBudgets is a rate-limit form the page refused: the key, what
+// was typed and why.
+type refusedBudgets struct{ key, typed, reason string }
+
 // refusedLimit is a limit the form refused: the queue, what was typed and
 // why, shown beside the field.
-type refusedLimit struct{ queue, typed, reason string }
+type refusedLimit struct {
+	queue, typed, reason string
+	budgets              refusedBudgets
+}
 
 // renderQueues shows the queues page.
 func (h *Handler) renderQueues(c echo.Context, status int, notices []templates.ListNotice, refused refusedLimit) error {
@@ -43,6 +50,9 @@ func (h *Handler) renderQueues(c echo.Context, status int, notices []templates.L
 			r.MaxRunning, r.LimitError = refused.typed, refused.reason
 		}
 		v.Rows[i] = r
+	}
+	if err := h.rateLimitRows(c, &v, refused.budgets); err != nil {
+		return err
 	}
 	return render(c, status, templates.Queues(h.page(c, "Queues", "queues"), v))
 }

@@ -55,6 +55,9 @@ func waitSentence(w queue.Waiting, now time.Time) string {
 		return "Waiting to retry after a failed attempt: due at " + waitTime(*w.Until, now) + "."
 	case queue.WaitScheduled:
 		return "Scheduled: due at " + waitTime(*w.Until, now) + "."
+	case queue.WaitRateLimited:
+		return fmt.Sprintf("Rate limit %s has spent its budget for this window: budget returns at %s (in %s).",
+			w.Key, waitTime(*w.Until, now), untilText(w.Until.Sub(now)))
 	case queue.WaitQueueAtCap:
 		return fmt.Sprintf("Queue %s is at its cap: %d of %d running. This job starts when one of them ends.", w.Queue, w.Running, w.Limit)
 	case queue.WaitKeyHeld:
@@ -87,6 +90,8 @@ func waitBadge(w queue.Waiting, now time.Time) string {
 		return "backoff until " + badgeTime(*w.Until, now)
 	case queue.WaitScheduled:
 		return "due " + badgeTime(*w.Until, now)
+	case queue.WaitRateLimited:
+		return "rate limited until " + badgeTime(*w.Until, now)
 	case queue.WaitQueueAtCap:
 		return "at cap " + strconv.FormatInt(w.Running, 10) + "/" + strconv.FormatInt(w.Limit, 10)
 	case queue.WaitKeyHeld:

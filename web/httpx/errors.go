@@ -174,6 +174,9 @@ func describe(logger *slog.Logger, err error, c echo.Context) (int, api.Error) {
 		return http.StatusBadRequest, api.Error{Error: ve.Message, Field: ve.Field}
 	case errors.Is(err, queue.ErrNotFound):
 		return http.StatusNotFound, api.Error{Error: "job not found"}
+	case errors.Is(err, queue.ErrBudgetSpent):
+		// Recorded, and the attempt is over: the worker must stop the job.
+		return http.StatusConflict, api.Error{Error: queue.BudgetSpent, Code: api.CodeBudgetSpent}
 	case errors.Is(err, queue.ErrLeaseLost):
 		// The worker's lease is not current: it must stop the job.
 		return http.StatusConflict, api.Error{Error: api.LeaseLost, Code: api.CodeLeaseLost}

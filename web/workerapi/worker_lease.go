@@ -140,6 +140,46 @@ func (h *Handler) Progress(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// Checkpoint saves the attempt's checkpoint: the step it has done and a
+// JSON object of state, at most queue.MaxCheckpointBytes (larger: 413).
+// The job's next attempt receives it in its claim answer.
+func (h *Handler) Checkpoint(c echo.Context) error {
+	var req api.CheckpointRequest
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
+	if err != nil {
+		return err
+	}
+	if req.Step == nil {
+		return httpx.BadRequest("step", "is required")
+	}
+	if *req.Step < 0 || *req.Step > queue.MaxStep {
+		return httpx.BadRequest("step", "must be an integer from 0 to %d", queue.MaxStep)
+	}
+	if req.State == nil {
+		return httpx.BadRequest("state", "is required")
+	}
+	if err := h.queue.SaveCheckpoint(c.Request().Context(), l, int(*req.Step), req.State); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Usage records what the attempt used (api.UsageRequest). The report
+// that spends the job's budget is recorded and answered 409 with code
+// budget_spent: the attempt ended failed, permanently, "budget spent",
+// and the worker stops the job.
+func (h *Handler) Usage(c echo.Context) error {
+	var req api.UsageRequest
+	l, err := decodeLease(c, httpx.ActionBodyLimit, &req)
+	if err != nil {
+		return err
+	}
+	if err := h.queue.Usage(c.Request().Context(), l, queue.UsageFromAPI(req.Usage)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // Effect is the side-effect ledger: "start" says whether to perform
 // the effect (and gives its idempotency key), "finish" records it done.
 func (h *Handler) Effect(c echo.Context) error {
