@@ -95,16 +95,28 @@ func runExperiment(t *testing.T, condition string, lease time.Duration) row {
 
 func TestReferenceExperiment(t *testing.T) {
 	t.Parallel()
-	leased := runExperiment(t, "3 s lease", 3*time.Second)
+	// A run in which worker B fenced itself met a machine that stalled its
+	// renewals for most of a 3 s lease: its pickups then time the machine,
+	// not the reaper and the worker. Such a run must still lose nothing and
+	// run nothing twice, and the experiment runs again, at most twice,
+	// until one run is undisturbed; the timing bounds apply to that run.
+	var leased row
+	for try := 1; ; try++ {
+		leased = runExperiment(t, "3 s lease", 3*time.Second)
+		if leased.succeeded != 20 || leased.stranded != 0 || leased.duplicates != 0 {
+			t.Fatalf("with a lease: %+v, want 20 succeeded, none stranded, no duplicates", leased)
+		}
+		if leased.selfFenced == 0 {
+			break
+		}
+		t.Logf("run %d: worker B fenced itself on %d jobs (renewals slower than the lease allows on this machine); they ran again, once. Pickups %s",
+			try, leased.selfFenced, spread(leased.pickup, 100*time.Microsecond))
+		if try == 3 {
+			t.Fatalf("worker B fenced itself in %d runs of %d: this machine cannot hold a 3 s lease", try, try)
+		}
+	}
 	unleased := runExperiment(t, "no lease (1 h)", time.Hour)
 	t.Logf("\n%s", table([]row{unleased, leased}))
-	if leased.selfFenced > 0 {
-		t.Logf("worker B fenced itself on %d jobs (renewals slower than the lease allows on this machine); they ran again, once", leased.selfFenced)
-	}
-
-	if leased.succeeded != 20 || leased.stranded != 0 || leased.duplicates != 0 {
-		t.Fatalf("with a lease: %+v, want 20 succeeded, none stranded, no duplicates", leased)
-	}
 	if len(leased.pastDeadline) != 10 {
 		t.Fatalf("%d jobs reclaimed, want the 10 orphans", len(leased.pastDeadline))
 	}
