@@ -125,9 +125,12 @@ func TestFrozenReaperHandsOverWithoutServer(t *testing.T) {
 	e := newEnv(t)
 	args := []string{"--lease", "1s", "--heartbeat", "300ms"}
 	a := e.startWorker("worker-a", args...)
+	// The lock session of a direct worker's reaper is named after the
+	// worker; pg_locks shows every database's, so this one's are counted.
 	e.eventually("worker A's reaper holds the lock", 20*time.Second, func() bool {
 		return e.count(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'leasehold-worker'`) == 1
+			WHERE l.locktype = 'advisory' AND l.granted AND s.datname = current_database()
+			AND s.application_name = $1`, queue.PresenceSessionName("worker-a")) == 1
 	})
 	// No server runs: the job goes in through package queue, which
 	// announces it as the server would.

@@ -43,7 +43,26 @@ func TestDirectWorkerPollsSkipWhileNothingWasPublished(t *testing.T) {
 	go func() { _ = w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	time.Sleep(200 * time.Millisecond) // the listener connects, the worker claims
+	// The listener connects and publishes that it may have missed
+	// something; the worker claims on that. Once it is listening and the
+	// claims have stopped for 5 polls, the worker is idle.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var listening int
+		if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			AND query LIKE '%LISTEN leasehold_jobs%'`).Scan(&listening); err != nil {
+			t.Fatal(err)
+		}
+		n := b.claims.Load()
+		time.Sleep(100 * time.Millisecond)
+		if listening > 0 && n > 0 && b.claims.Load() == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not settle: listening %d, %d claims", listening, b.claims.Load())
+		}
+	}
 	before := b.claims.Load()
 	time.Sleep(300 * time.Millisecond) // 15 polls
 	if idle := b.claims.Load() - before; idle > 1 {
