@@ -39,6 +39,11 @@ func TestBrowserCheckpointRetryChoices(t *testing.T) {
 	b.do(chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, resume)), chromedp.WaitVisible(chromedp.CSS("[data-testid=retry-start-over-button]")))
 	b.waitJS("the resume button names the next step", `document.querySelector("[data-testid=retry-button]")?.textContent.trim() === "Retry (resume from step 4)"`)
 	b.clickLive("[data-testid=retry-button]")
+	// The retry answers with a redirect to the job's page; a navigation
+	// of the test's own while that one is under way aborts one of them
+	// (net::ERR_ABORTED on CI, where the job had succeeded before the
+	// redirected page came).
+	b.waitJS("the retried job's page", retriedPage)
 	b.eventually("the resumed retry succeeds", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND attempt = 2", resume) == 1
 	})
@@ -50,6 +55,7 @@ func TestBrowserCheckpointRetryChoices(t *testing.T) {
 
 	b.do(chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, startOver)), chromedp.WaitVisible(chromedp.CSS("[data-testid=retry-start-over-button]")))
 	b.clickLive("[data-testid=retry-start-over-button]")
+	b.waitJS("the retried job's page", retriedPage)
 	b.eventually("the retry from the start succeeds", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM jobs WHERE id = $1 AND state = 'succeeded' AND attempt = 2", startOver) == 1
 	})
@@ -62,3 +68,7 @@ func TestBrowserCheckpointRetryChoices(t *testing.T) {
 	b.do(chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", b.apiURL, startOver)))
 	b.waitJS("both attempts shown, neither resumed", `document.querySelectorAll("[data-testid=attempt]").length === 2 && !document.querySelector("[data-testid=attempt-resumed]")`)
 }
+
+// retriedPage is true once the page a retry redirects to has loaded: a
+// job no longer dead has no retry buttons.
+const retriedPage = `document.readyState === "complete" && !document.querySelector("[data-testid=retry-button], [data-testid=retry-start-over-button]")`

@@ -96,8 +96,12 @@ func TestResultNumbersAreBoundedAsStored(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	job := f.submit(t, `{"kind":"test"}`)
-	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	// A lease that outlasts the test on a loaded machine, confirmed at
+	// once: an unconfirmed hand-over ends after 5 s, and these writes of
+	// 1-2 MB each took 2-3 s apiece on CI.
+	tok := f.claimAs(t, f.worker, `{"lease_ms":600000}`)[0].LeaseToken
 	base := fmt.Sprintf("/api/v1/worker/jobs/%d/", job.ID)
+	f.workerPost(t, base+"heartbeat", fmt.Sprintf(`{"lease_token":%d}`, tok)).want(t, http.StatusOK)
 	amplifier := `{"n":` + manyNumbers("1e999", 170_000) + `}`
 	for _, result := range []string{`{"n":1e999}`, amplifier, `{"n":` + manyNumbers("1e308", 150_000) + `}`} {
 		r := f.workerPost(t, base+"complete", fmt.Sprintf(`{"lease_token":%d,"result":%s}`, tok, result))
@@ -159,8 +163,12 @@ func TestWorkerTextsRefuseNUL(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	job := f.submit(t, `{"kind":"test"}`)
-	tok := f.claimAs(t, f.worker, `{}`)[0].LeaseToken
+	// A lease that outlasts the test on a loaded machine, confirmed at
+	// once: an unconfirmed hand-over ends after 5 s, and these writes of
+	// 1-2 MB each took 2-3 s apiece on CI.
+	tok := f.claimAs(t, f.worker, `{"lease_ms":600000}`)[0].LeaseToken
 	base := fmt.Sprintf("/api/v1/worker/jobs/%d/", job.ID)
+	f.workerPost(t, base+"heartbeat", fmt.Sprintf(`{"lease_token":%d}`, tok)).want(t, http.StatusOK)
 	for _, tc := range []struct{ name, path, body, field string }{
 		{"ProgressMessage", "progress", `"progress":0.5,"message":"step \u0000 done"`, "message"},
 		{"FailError", "fail", `"error":"boom\u0000"`, "error"},
