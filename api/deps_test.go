@@ -11,7 +11,7 @@ import (
 // migrations) or any other package of ours.
 func TestLeavesImportOnlyTheStandardLibrary(t *testing.T) {
 	const module = "github.com/leasehold/leasehold/"
-	leaves := []string{module + "api", module + "webhooksig", module + "cron"}
+	leaves := []string{module + "api", module + "webhooksig", module + "cron", module + "role"}
 	for _, leaf := range leaves {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", leaf).CombinedOutput()
 		if err != nil {

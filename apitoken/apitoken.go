@@ -17,25 +17,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/role"
 )
 
-// Role says which part of the API a token may use.
-type Role string
+// Role says which part of the API a token may use (package role).
+type Role = role.Role
 
 // The roles of a token.
 const (
-	// RoleAdmin may use the job, stats and artifact endpoints.
-	RoleAdmin Role = "admin"
+	RoleViewer   = role.Viewer
+	RoleOperator = role.Operator
+	RoleAdmin    = role.Admin
 	// RoleWorker may use only the remote-worker endpoints.
-	RoleWorker Role = "worker"
+	RoleWorker = role.Worker
 )
-
-// Valid reports whether r names a role.
-func (r Role) Valid() bool { return r == RoleAdmin || r == RoleWorker }
 
 // SecretPrefix starts every generated secret, so that a leaked one is easy
 // to recognise (secret scanners, logs).
@@ -57,8 +55,8 @@ var (
 	ErrNameTaken = errors.New("token name already taken")
 	// ErrBadName means the name does not match ^[A-Za-z0-9_.@-]{1,64}$.
 	ErrBadName = errors.New("token name must be 1 to 64 letters, digits or _.@-")
-	// ErrBadRole means the role is neither admin nor worker.
-	ErrBadRole = errors.New(`token role must be "admin" or "worker"`)
+	// ErrBadRole means the role is none of admin, operator, viewer, worker.
+	ErrBadRole = errors.New(`token role must be "admin", "operator", "viewer" or "worker"`)
 	// ErrBadSecret means a secret given to Ensure could never be sent as a
 	// bearer token.
 	ErrBadSecret = errors.New("token secret must be 1 to 512 printable characters without spaces")
@@ -212,7 +210,7 @@ func (s *Store) Create(ctx context.Context, name string, role Role) (secret stri
 	}
 	secret = SecretPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	row, err := s.q.TokenCreate(ctx, db.TokenCreateParams{Name: name, Role: string(role), TokenHash: hash(secret)})
-	if isUniqueViolation(err, "api_tokens_name_key") {
+	if db.IsUniqueViolation(err, "api_tokens_name_key") {
 		return "", Token{}, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
 	if err != nil {
@@ -234,7 +232,7 @@ func (s *Store) Ensure(ctx context.Context, name string, role Role, secret strin
 	err := s.changing(ctx, func(q *db.Queries) error {
 		return q.TokenUpsertByName(ctx, db.TokenUpsertByNameParams{Name: name, Role: string(role), TokenHash: hash(secret)})
 	})
-	if isUniqueViolation(err, "api_tokens_token_hash_key") {
+	if db.IsUniqueViolation(err, "api_tokens_token_hash_key") {
 		return fmt.Errorf("registering token %q: the secret is already registered under another name", name)
 	}
 	if err != nil {
@@ -411,11 +409,6 @@ func hash(secret string) []byte {
 }
 
 func notPrintable(r rune) bool { return r <= ' ' || r == 0x7f }
-
-func isUniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
-}
 
 func toToken(r db.ApiToken) Token {
 	return Token{

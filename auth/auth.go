@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/db"
+	"github.com/leasehold/leasehold/role"
 )
 
 // SessionTTL is how long a session lives without use.
@@ -33,6 +34,19 @@ var (
 	ErrBadCredentials = errors.New("wrong username or password")
 	// ErrNoSession means the token names no live session.
 	ErrNoSession = errors.New("no such session")
+	// ErrNoUser means no user has that name.
+	ErrNoUser = errors.New("no user with that name")
+	// ErrUserExists means a user already has that name.
+	ErrUserExists = errors.New("a user with that name exists")
+	// ErrLastAdmin refuses to remove or demote the only admin: nobody
+	// could manage users and tokens any more.
+	ErrLastAdmin = errors.New("the last admin cannot be removed or given another role")
+	// ErrBadUsername means a name no user may have.
+	ErrBadUsername = errors.New("a username is 1 to 64 letters, digits or _.@-")
+	// ErrBadPassword means a password too short or too long.
+	ErrBadPassword = errors.New("the password must be 8 to 1024 characters")
+	// ErrBadRole means a role a person cannot have.
+	ErrBadRole = errors.New(`a user's role must be "viewer", "operator" or "admin"`)
 )
 
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
@@ -41,6 +55,7 @@ var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
 type Session struct {
 	UserID    int64
 	Username  string
+	Role      role.Role
 	CSRFToken string
 	ExpiresAt time.Time
 }
@@ -93,19 +108,15 @@ func (s *Service) Bootstrap(ctx context.Context, password string) error {
 	return s.SetPassword(ctx, "admin", password)
 }
 
-// SetPassword creates the user or changes its password.
+// SetPassword changes a user's password, creating the user as an admin
+// if there is none (the bootstrap's admin user); an existing user keeps
+// its role.
 func (s *Service) SetPassword(ctx context.Context, username, password string) error {
-	if !usernamePattern.MatchString(username) {
-		return fmt.Errorf("username %q: want 1 to 64 letters, digits or _.@-", username)
-	}
-	if len(password) < 8 || len(password) > 1024 {
-		return errors.New("the password must be 8 to 1024 characters")
-	}
-	hash, err := HashPassword(password)
+	hash, err := checkUser(username, password)
 	if err != nil {
 		return err
 	}
-	if err := s.q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash}); err != nil {
+	if err := s.q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash, Role: string(role.Admin)}); err != nil {
 		return fmt.Errorf("setting password: %w", err)
 	}
 	// A new password lifts the name's locks, at every address.
@@ -113,6 +124,92 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 		return fmt.Errorf("lifting sign-in locks: %w", err)
 	}
 	return nil
+}
+
+// checkUser checks a new user's name and password, and hashes the
+// password.
+func checkUser(username, password string) (hash string, err error) {
+	if !usernamePattern.MatchString(username) {
+		return "", fmt.Errorf("%w (got %q)", ErrBadUsername, username)
+	}
+	if len(password) < 8 || len(password) > 1024 {
+		return "", ErrBadPassword
+	}
+	return HashPassword(password)
+}
+
+// User is a dashboard account, without its password.
+type User struct {
+	ID          int64
+	Username    string
+	Role        role.Role
+	CreatedAt   time.Time
+	LastLoginAt *time.Time
+}
+
+// AddUser creates a user with role r.
+func (s *Service) AddUser(ctx context.Context, username string, r role.Role, password string) (User, error) {
+	if !r.ForPerson() {
+		return User{}, fmt.Errorf("%w (got %q)", ErrBadRole, r)
+	}
+	hash, err := checkUser(username, password)
+	if err != nil {
+		return User{}, err
+	}
+	u, err := s.q.UserAdd(ctx, db.UserAddParams{Username: username, PasswordHash: hash, Role: string(r)})
+	if db.IsUniqueViolation(err, "users_username_key") {
+		return User{}, fmt.Errorf("%w: %q", ErrUserExists, username)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("adding user: %w", err)
+	}
+	return User{ID: u.ID, Username: u.Username, Role: role.Role(u.Role), CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}, nil
+}
+
+// SetRole gives a user role r; the last admin keeps its role
+// (ErrLastAdmin). The user's sessions have the new role at once.
+func (s *Service) SetRole(ctx context.Context, username string, r role.Role) error {
+	if !r.ForPerson() {
+		return fmt.Errorf("%w (got %q)", ErrBadRole, r)
+	}
+	res, err := s.q.UserSetRole(ctx, db.UserSetRoleParams{Username: username, Role: string(r)})
+	switch {
+	case err != nil:
+		return fmt.Errorf("changing role: %w", err)
+	case !res.Found:
+		return fmt.Errorf("%w: %q", ErrNoUser, username)
+	case !res.Changed:
+		return ErrLastAdmin
+	}
+	return nil
+}
+
+// RemoveUser removes a user and signs it out everywhere; the last admin
+// stays (ErrLastAdmin).
+func (s *Service) RemoveUser(ctx context.Context, username string) error {
+	res, err := s.q.UserRemove(ctx, username)
+	switch {
+	case err != nil:
+		return fmt.Errorf("removing user: %w", err)
+	case !res.Found:
+		return fmt.Errorf("%w: %q", ErrNoUser, username)
+	case !res.Removed:
+		return ErrLastAdmin
+	}
+	return nil
+}
+
+// Users lists every user by name.
+func (s *Service) Users(ctx context.Context) ([]User, error) {
+	rows, err := s.q.UserList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing users: %w", err)
+	}
+	users := make([]User, len(rows))
+	for i, u := range rows {
+		users[i] = User{ID: u.ID, Username: u.Username, Role: role.Role(u.Role), CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
+	}
+	return users, nil
 }
 
 // SignIn checks a username and password from client's address and opens
@@ -159,7 +256,7 @@ func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, passw
 	if err != nil {
 		return "", Session{}, fmt.Errorf("creating session: %w", err)
 	}
-	return token, Session{UserID: user.ID, Username: user.Username, CSRFToken: csrf}, nil
+	return token, Session{UserID: user.ID, Username: user.Username, Role: role.Role(user.Role), CSRFToken: csrf}, nil
 }
 
 // sessionTouchTimeout bounds the renewal of a session's expiry.
@@ -190,7 +287,7 @@ func (s *Service) Session(ctx context.Context, token string) (Session, error) {
 			s.logger.Warn("renewing session", "err", err)
 		}
 	}
-	return Session{UserID: row.UserID, Username: row.Username, CSRFToken: row.CsrfToken, ExpiresAt: row.ExpiresAt}, nil
+	return Session{UserID: row.UserID, Username: row.Username, Role: role.Role(row.Role), CSRFToken: row.CsrfToken, ExpiresAt: row.ExpiresAt}, nil
 }
 
 // SessionsAlive reports which of the sessions whose tokens hash (SHA-256)

@@ -82,16 +82,20 @@ func (q *Queries) ArtifactListLatestScreenshots(ctx context.Context, arg Artifac
 }
 
 const jobListHeldBy = `-- name: JobListHeldBy :many
-SELECT id, kind, app, lease_owner::text AS lease_owner, attempt, lease_until
-FROM jobs
-WHERE state = 'running' AND lease_owner = ANY($1::text[])
-ORDER BY lease_owner, id
-LIMIT $2
+SELECT j.id, j.kind, j.app, j.lease_owner::text AS lease_owner, j.attempt, j.lease_until
+FROM unnest($1::text[]) AS o(owner)
+CROSS JOIN LATERAL (
+    SELECT id, kind, app, lease_owner, attempt, lease_until FROM jobs
+    WHERE state = 'running' AND lease_owner = o.owner
+    ORDER BY id DESC
+    LIMIT $2
+) j
+ORDER BY j.lease_owner, j.id
 `
 
 type JobListHeldByParams struct {
-	Owners []string
-	Max    int32
+	Owners    []string
+	PerWorker int32
 }
 
 type JobListHeldByRow struct {
@@ -103,10 +107,11 @@ type JobListHeldByRow struct {
 	LeaseUntil *time.Time
 }
 
-// The running jobs of the named workers (the small partial index of
-// running jobs serves it), without their payloads.
+// The newest @per_worker running jobs of each named worker, without their
+// payloads, by worker and id: a short range of jobs_running_idx
+// (lease_owner, id) each, however many jobs run.
 func (q *Queries) JobListHeldBy(ctx context.Context, arg JobListHeldByParams) ([]JobListHeldByRow, error) {
-	rows, err := q.db.Query(ctx, jobListHeldBy, arg.Owners, arg.Max)
+	rows, err := q.db.Query(ctx, jobListHeldBy, arg.Owners, arg.PerWorker)
 	if err != nil {
 		return nil, err
 	}
@@ -238,17 +243,41 @@ func (q *Queries) JobListRecentlyDead(ctx context.Context, max int32) ([]Job, er
 	return items, nil
 }
 
+const useGenericPlans = `-- name: UseGenericPlans :exec
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
+`
+
+// For the rest of the transaction, statements run on a generic plan: for
+// those without optional filters, planning anew on every call (the
+// server's pools force custom plans) costs more than running them.
+func (q *Queries) UseGenericPlans(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, useGenericPlans)
+	return err
+}
+
 const workerListStatus = `-- name: WorkerListStatus :many
+WITH bounds AS (
+    SELECT now() - ($3::bigint) * interval '1 millisecond' AS since,
+           date_bin('1 hour', now() - ($3::bigint) * interval '1 millisecond', timestamptz '2000-01-01 00:00:00+00')
+               + interval '1 hour' AS full_from,
+           date_bin('1 hour', now() - interval '5 minutes', timestamptz '2000-01-01 00:00:00+00') AS full_to
+), hours AS (
+    SELECT since, full_from, greatest(full_from, full_to) AS full_to FROM bounds
+)
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (w.last_seen >= now() - ($1::bigint) * interval '1 millisecond')::boolean AS online,
        w.info, w.info_at, w.info_error, w.claiming, w.not_claiming,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running,
-       (SELECT count(*) FROM jobs j
-        WHERE j.state = 'succeeded' AND j.lease_owner = w.id
-          AND j.finished_at >= now() - ($2::bigint) * interval '1 millisecond')::bigint AS succeeded_recent,
+       h.full_from::timestamptz AS full_from, h.full_to::timestamptz AS full_to,
+       ((SELECT count(*) FROM jobs j
+         WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+           AND j.finished_at >= h.since AND j.finished_at < h.full_from)
+        + (SELECT count(*) FROM jobs j
+           WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+             AND j.finished_at >= greatest(h.since, h.full_to)))::bigint AS succeeded_outside_hours,
        (SELECT count(*) FROM attempts a
         WHERE a.worker_id = w.id AND a.outcome IN ('failed', 'lease_expired')
-          AND a.ended_at >= now() - ($2::bigint) * interval '1 millisecond')::bigint AS failed_recent,
+          AND a.ended_at >= h.since)::bigint AS failed_recent,
        coalesce(
            (SELECT last.id FROM (
                (SELECT j.id, j.finished_at AS at FROM jobs j
@@ -260,34 +289,36 @@ SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
                 ORDER BY a.ended_at DESC LIMIT 1)
             ) last ORDER BY last.at DESC LIMIT 1),
            0)::bigint AS last_ended_job_id
-FROM workers w
-WHERE w.last_seen >= now() - ($3::bigint) * interval '1 millisecond'
+FROM workers w CROSS JOIN hours h
+WHERE w.last_seen >= now() - ($2::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500
 `
 
 type WorkerListStatusParams struct {
 	OnlineMs   int64
-	OutcomesMs int64
 	WithinMs   int64
+	OutcomesMs int64
 }
 
 type WorkerListStatusRow struct {
-	ID              string
-	Device          *string
-	Queues          []string
-	StartedAt       time.Time
-	LastSeen        time.Time
-	Online          bool
-	Info            json.RawMessage
-	InfoAt          *time.Time
-	InfoError       *string
-	Claiming        bool
-	NotClaiming     *string
-	Running         int64
-	SucceededRecent int64
-	FailedRecent    int64
-	LastEndedJobID  int64
+	ID                    string
+	Device                *string
+	Queues                []string
+	StartedAt             time.Time
+	LastSeen              time.Time
+	Online                bool
+	Info                  json.RawMessage
+	InfoAt                *time.Time
+	InfoError             *string
+	Claiming              bool
+	NotClaiming           *string
+	Running               int64
+	FullFrom              time.Time
+	FullTo                time.Time
+	SucceededOutsideHours int64
+	FailedRecent          int64
+	LastEndedJobID        int64
 }
 
 // Workers seen within @within_ms, and whether within @online_ms, both by
@@ -297,8 +328,12 @@ type WorkerListStatusRow struct {
 // runs now comes from JobListHeldBy). Every figure is an index range of
 // that one worker (jobs_running_idx, jobs_succeeded_owner_idx,
 // attempts_worker_ended_idx), read from the index alone or for one row.
+// Completed jobs are counted here only outside the whole hours from
+// full_from to full_to (the hours of the window that ended over five
+// minutes ago): a busy worker completes thousands a day, and the caller
+// counts those hours once each (WorkerSucceededByHour) and keeps them.
 func (q *Queries) WorkerListStatus(ctx context.Context, arg WorkerListStatusParams) ([]WorkerListStatusRow, error) {
-	rows, err := q.db.Query(ctx, workerListStatus, arg.OnlineMs, arg.OutcomesMs, arg.WithinMs)
+	rows, err := q.db.Query(ctx, workerListStatus, arg.OnlineMs, arg.WithinMs, arg.OutcomesMs)
 	if err != nil {
 		return nil, err
 	}
@@ -319,10 +354,57 @@ func (q *Queries) WorkerListStatus(ctx context.Context, arg WorkerListStatusPara
 			&i.Claiming,
 			&i.NotClaiming,
 			&i.Running,
-			&i.SucceededRecent,
+			&i.FullFrom,
+			&i.FullTo,
+			&i.SucceededOutsideHours,
 			&i.FailedRecent,
 			&i.LastEndedJobID,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workerSucceededByHour = `-- name: WorkerSucceededByHour :many
+SELECT lease_owner::text AS worker_id,
+       date_bin('1 hour', finished_at, timestamptz '2000-01-01 00:00:00+00')::timestamptz AS hour,
+       count(*)::bigint AS succeeded
+FROM jobs
+WHERE state = 'succeeded' AND lease_owner = ANY($1::text[])
+  AND finished_at >= $2::timestamptz AND finished_at < $3::timestamptz
+GROUP BY 1, 2
+`
+
+type WorkerSucceededByHourParams struct {
+	Owners    []string
+	HoursFrom time.Time
+	HoursTo   time.Time
+}
+
+type WorkerSucceededByHourRow struct {
+	WorkerID  string
+	Hour      time.Time
+	Succeeded int64
+}
+
+// The jobs each of @owners completed in each whole hour from @hours_from
+// to @hours_to (hours with none are absent), from jobs_succeeded_owner_idx
+// alone.
+func (q *Queries) WorkerSucceededByHour(ctx context.Context, arg WorkerSucceededByHourParams) ([]WorkerSucceededByHourRow, error) {
+	rows, err := q.db.Query(ctx, workerSucceededByHour, arg.Owners, arg.HoursFrom, arg.HoursTo)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerSucceededByHourRow
+	for rows.Next() {
+		var i WorkerSucceededByHourRow
+		if err := rows.Scan(&i.WorkerID, &i.Hour, &i.Succeeded); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

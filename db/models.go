@@ -293,6 +293,12 @@ type LoginFailure struct {
 	LastFailedAt time.Time
 }
 
+type QueueRunning struct {
+	Queue   string
+	Shard   int16
+	Running int64
+}
+
 type QueueSetting struct {
 	Name       string
 	Paused     bool
@@ -349,6 +355,7 @@ type User struct {
 	PasswordHash string
 	CreatedAt    time.Time
 	LastLoginAt  *time.Time
+	Role         string
 }
 
 type WebhookOutbox struct {

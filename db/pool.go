@@ -71,6 +71,14 @@ func Open(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	if _, set := pcfg.ConnConfig.RuntimeParams["statement_timeout"]; !set && cfg.StatementTimeout >= 0 {
 		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout).Milliseconds())
 	}
+	// PostgreSQL compiles a statement to machine code (JIT) once its
+	// plan's estimated cost passes jit_above_cost, as the queue list's
+	// estimates do at a million jobs: the compile took 25 ms of a 40 ms
+	// /jobs/new (BenchmarkPagesAtScale) whose statement runs in a few.
+	// Every statement here is short, so JIT is off unless the URL sets it.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}

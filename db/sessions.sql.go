@@ -51,7 +51,7 @@ func (q *Queries) SessionDeleteExpired(ctx context.Context) error {
 }
 
 const sessionGet = `-- name: SessionGet :one
-SELECT s.token_hash, s.csrf_token, s.expires_at, s.last_seen_at, u.id AS user_id, u.username,
+SELECT s.token_hash, s.csrf_token, s.expires_at, s.last_seen_at, u.id AS user_id, u.username, u.role,
        (s.last_seen_at < now() - interval '1 minute')::boolean AS touch_due
 FROM sessions s JOIN users u ON u.id = s.user_id
 WHERE s.token_hash = $1 AND s.expires_at > now()
@@ -64,6 +64,7 @@ type SessionGetRow struct {
 	LastSeenAt time.Time
 	UserID     int64
 	Username   string
+	Role       string
 	TouchDue   bool
 }
 
@@ -78,6 +79,7 @@ func (q *Queries) SessionGet(ctx context.Context, tokenHash []byte) (SessionGetR
 		&i.LastSeenAt,
 		&i.UserID,
 		&i.Username,
+		&i.Role,
 		&i.TouchDue,
 	)
 	return i, err

@@ -7,22 +7,62 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
+const userAdd = `-- name: UserAdd :one
+INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3)
+RETURNING id, username, role, created_at, last_login_at
+`
+
+type UserAddParams struct {
+	Username     string
+	PasswordHash string
+	Role         string
+}
+
+type UserAddRow struct {
+	ID          int64
+	Username    string
+	Role        string
+	CreatedAt   time.Time
+	LastLoginAt *time.Time
+}
+
+// A new user; a taken name is a unique violation.
+func (q *Queries) UserAdd(ctx context.Context, arg UserAddParams) (UserAddRow, error) {
+	row := q.db.QueryRow(ctx, userAdd, arg.Username, arg.PasswordHash, arg.Role)
+	var i UserAddRow
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.Role,
+		&i.CreatedAt,
+		&i.LastLoginAt,
+	)
+	return i, err
+}
+
 const userByName = `-- name: UserByName :one
-SELECT u.id, u.username, u.password_hash FROM users u WHERE u.username = $1
+SELECT u.id, u.username, u.password_hash, u.role FROM users u WHERE u.username = $1
 `
 
 type UserByNameRow struct {
 	ID           int64
 	Username     string
 	PasswordHash string
+	Role         string
 }
 
 func (q *Queries) UserByName(ctx context.Context, username string) (UserByNameRow, error) {
 	row := q.db.QueryRow(ctx, userByName, username)
 	var i UserByNameRow
-	err := row.Scan(&i.ID, &i.Username, &i.PasswordHash)
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.PasswordHash,
+		&i.Role,
+	)
 	return i, err
 }
 
@@ -37,6 +77,44 @@ func (q *Queries) UserCount(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const userList = `-- name: UserList :many
+SELECT id, username, role, created_at, last_login_at FROM users ORDER BY username
+`
+
+type UserListRow struct {
+	ID          int64
+	Username    string
+	Role        string
+	CreatedAt   time.Time
+	LastLoginAt *time.Time
+}
+
+func (q *Queries) UserList(ctx context.Context) ([]UserListRow, error) {
+	rows, err := q.db.Query(ctx, userList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UserListRow
+	for rows.Next() {
+		var i UserListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Username,
+			&i.Role,
+			&i.CreatedAt,
+			&i.LastLoginAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const userLoginSucceeded = `-- name: UserLoginSucceeded :exec
 UPDATE users SET last_login_at = now() WHERE id = $1
 `
@@ -46,18 +124,87 @@ func (q *Queries) UserLoginSucceeded(ctx context.Context, id int64) error {
 	return err
 }
 
+const userRemove = `-- name: UserRemove :one
+WITH admins AS MATERIALIZED (
+    SELECT id FROM users WHERE role = 'admin' ORDER BY id FOR UPDATE
+), target AS (
+    SELECT x.id, x.role FROM users x WHERE x.username = $1::text
+), removed AS (
+    DELETE FROM users u
+    USING target t
+    WHERE u.id = t.id AND (t.role <> 'admin' OR (SELECT count(*) FROM admins) > 1)
+    RETURNING u.id
+)
+SELECT EXISTS (SELECT 1 FROM target)::boolean AS found,
+       EXISTS (SELECT 1 FROM removed)::boolean AS removed
+`
+
+type UserRemoveRow struct {
+	Found   bool
+	Removed bool
+}
+
+// Removes @username and its sessions, unless it is the last admin (as
+// UserSetRole).
+func (q *Queries) UserRemove(ctx context.Context, username string) (UserRemoveRow, error) {
+	row := q.db.QueryRow(ctx, userRemove, username)
+	var i UserRemoveRow
+	err := row.Scan(&i.Found, &i.Removed)
+	return i, err
+}
+
+const userSetRole = `-- name: UserSetRole :one
+WITH admins AS MATERIALIZED (
+    SELECT id FROM users WHERE role = 'admin' ORDER BY id FOR UPDATE
+), target AS (
+    SELECT x.id, x.role FROM users x WHERE x.username = $1::text
+), changed AS (
+    UPDATE users u SET role = $2
+    FROM target t
+    WHERE u.id = t.id
+      AND ($2::text = 'admin' OR t.role <> 'admin' OR (SELECT count(*) FROM admins) > 1)
+    RETURNING u.id
+)
+SELECT EXISTS (SELECT 1 FROM target)::boolean AS found,
+       EXISTS (SELECT 1 FROM changed)::boolean AS changed
+`
+
+type UserSetRoleParams struct {
+	Username string
+	Role     string
+}
+
+type UserSetRoleRow struct {
+	Found   bool
+	Changed bool
+}
+
+// Changes @username's role, unless that would leave no admin: the admins'
+// rows are locked first, so that two demotions at once cannot both see
+// the other admin still there. changed is false for no such user, and
+// for the last admin given another role (then admin_left is false).
+func (q *Queries) UserSetRole(ctx context.Context, arg UserSetRoleParams) (UserSetRoleRow, error) {
+	row := q.db.QueryRow(ctx, userSetRole, arg.Username, arg.Role)
+	var i UserSetRoleRow
+	err := row.Scan(&i.Found, &i.Changed)
+	return i, err
+}
+
 const userUpsertPassword = `-- name: UserUpsertPassword :exec
-INSERT INTO users (username, password_hash) VALUES ($1, $2)
+INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3)
 ON CONFLICT (username) DO UPDATE SET password_hash = EXCLUDED.password_hash
 `
 
 type UserUpsertPasswordParams struct {
 	Username     string
 	PasswordHash string
+	Role         string
 }
 
-// Sets a user's password (the LEASEHOLD_ADMIN_PASSWORD bootstrap).
+// Sets a user's password, creating the user with @role if there is none
+// (the LEASEHOLD_ADMIN_PASSWORD bootstrap); an existing user keeps its
+// role.
 func (q *Queries) UserUpsertPassword(ctx context.Context, arg UserUpsertPasswordParams) error {
-	_, err := q.db.Exec(ctx, userUpsertPassword, arg.Username, arg.PasswordHash)
+	_, err := q.db.Exec(ctx, userUpsertPassword, arg.Username, arg.PasswordHash, arg.Role)
 	return err
 }

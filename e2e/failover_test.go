@@ -368,14 +368,15 @@ func TestFailoverToSynchronousStandbyLosesNothing(t *testing.T) {
 	switch {
 	case reaped.IsZero():
 		t.Errorf("the lease that expired during the outage was not taken back within 15s of the promotion")
-	case reaped.Sub(promoted) > 5*time.Second:
+	case reaped.Sub(promoted) > 10*time.Second:
 		// Back at once, not after the reaper's longest sleep (30 s): the
 		// role is retaken within 250 ms of the database answering and its
 		// first pass runs then. The bound leaves room for a loaded CI,
 		// where every statement after the failover queued for a fresh pool
 		// connection (1.4 s there, the reap itself 1.05 s after "reaper
-		// active").
-		t.Errorf("the lease that expired during the outage was taken back %v after the promotion, want within 5s",
+		// active"), and for one twice as slow again (a 48-minute CI run:
+		// 6.85 s); a reaper that slept its longest is still caught.
+		t.Errorf("the lease that expired during the outage was taken back %v after the promotion, want within 10s",
 			reaped.Sub(promoted).Round(time.Millisecond))
 	default:
 		t.Logf("the reaper took back the expired lease %v after the promotion", reaped.Sub(promoted).Round(time.Millisecond))
@@ -639,6 +640,16 @@ func checkReadiness(t *testing.T, probes []httpAnswer, down, from, up time.Time,
 			t.Errorf("readiness %v into the outage: %s, want an answer within %v", a.start.Sub(down).Round(time.Millisecond), a, haRequestBound)
 		}
 	}
+	// Probes are sent one after another, so one that was already waiting
+	// on the database when it came back may still end 503 (up to the
+	// server's 3 s readiness bound, under load): the bound runs from
+	// when that probe ended, and the probe after it must say 200.
+	since := up
+	for _, a := range probes {
+		if a.start.Before(up) && a.end.After(since) {
+			since = a.end
+		}
+	}
 	ok, found := firstOK(probes, down)
 	switch {
 	case !found:
@@ -646,11 +657,12 @@ func checkReadiness(t *testing.T, probes []httpAnswer, down, from, up time.Time,
 		t.Errorf("readiness never said 200 after the outage (%d probes after it: %v)", len(after), statusCounts(after))
 	case ok.end.Before(from):
 		t.Errorf("readiness said 200 %v into the outage, before the database was back", ok.start.Sub(down).Round(time.Millisecond))
-	case ok.end.Sub(up) > within:
-		t.Errorf("readiness said 200 %v after the database was back, want within %v", ok.end.Sub(up).Round(time.Millisecond), within)
+	case ok.end.Sub(since) > within:
+		t.Errorf("readiness said 200 %v after the database was back (%v after the probe in flight then ended), want within %v",
+			ok.end.Sub(up).Round(time.Millisecond), ok.end.Sub(since).Round(time.Millisecond), within)
 	default:
-		t.Logf("readiness: %d probes during the outage %v, 200 again %v after the database was back",
-			len(during), statusCounts(during), ok.end.Sub(up).Round(time.Millisecond))
+		t.Logf("readiness: %d probes during the outage %v, 200 again %v after the database was back (%v after the probe in flight then)",
+			len(during), statusCounts(during), ok.end.Sub(up).Round(time.Millisecond), ok.end.Sub(since).Round(time.Millisecond))
 	}
 	if len(during) > 0 {
 		t.Logf("readiness during the outage, first and last: %s; %s", during[0], during[len(during)-1])

@@ -113,6 +113,7 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 		{"workers", "/workers", `!!document.querySelector("[data-worker-id=pixel-7-home] [data-testid=model]")`},
 		{"dead", "/dead", `!!document.querySelector("[data-testid=dead-row] [data-testid=shots]")`},
 		{"usage", "/usage", `!!document.querySelector("[data-testid=usage-filters]")`},
+		{"users", "/users", `!!document.querySelector("[data-testid=user-row][data-name=admin]")`},
 		{"job-missing", "/jobs/999999", `!!document.querySelector("[data-testid=problem]")`},
 	}
 	b.signIn()

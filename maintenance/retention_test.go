@@ -287,7 +287,7 @@ func TestPruneExpiredSessions(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	_, err := f.pool.Exec(f.ctx, `
-		WITH u AS (INSERT INTO users (username, password_hash) VALUES ('alice', 'x') RETURNING id)
+		WITH u AS (INSERT INTO users (username, password_hash, role) VALUES ('alice', 'x', 'viewer') RETURNING id)
 		INSERT INTO sessions (token_hash, user_id, csrf_token, expires_at)
 		SELECT convert_to('old', 'UTF8'), id, 'c', now() - interval '1 minute' FROM u
 		UNION ALL SELECT convert_to('live', 'UTF8'), id, 'c', now() + interval '1 hour' FROM u`)

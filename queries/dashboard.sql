@@ -39,16 +39,32 @@ ORDER BY job_id, id;
 -- runs now comes from JobListHeldBy). Every figure is an index range of
 -- that one worker (jobs_running_idx, jobs_succeeded_owner_idx,
 -- attempts_worker_ended_idx), read from the index alone or for one row.
+-- Completed jobs are counted here only outside the whole hours from
+-- full_from to full_to (the hours of the window that ended over five
+-- minutes ago): a busy worker completes thousands a day, and the caller
+-- counts those hours once each (WorkerSucceededByHour) and keeps them.
+WITH bounds AS (
+    SELECT now() - (@outcomes_ms::bigint) * interval '1 millisecond' AS since,
+           date_bin('1 hour', now() - (@outcomes_ms::bigint) * interval '1 millisecond', timestamptz '2000-01-01 00:00:00+00')
+               + interval '1 hour' AS full_from,
+           date_bin('1 hour', now() - interval '5 minutes', timestamptz '2000-01-01 00:00:00+00') AS full_to
+), hours AS (
+    SELECT since, full_from, greatest(full_from, full_to) AS full_to FROM bounds
+)
 SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
        (w.last_seen >= now() - (@online_ms::bigint) * interval '1 millisecond')::boolean AS online,
        w.info, w.info_at, w.info_error, w.claiming, w.not_claiming,
        (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)::bigint AS running,
-       (SELECT count(*) FROM jobs j
-        WHERE j.state = 'succeeded' AND j.lease_owner = w.id
-          AND j.finished_at >= now() - (@outcomes_ms::bigint) * interval '1 millisecond')::bigint AS succeeded_recent,
+       h.full_from::timestamptz AS full_from, h.full_to::timestamptz AS full_to,
+       ((SELECT count(*) FROM jobs j
+         WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+           AND j.finished_at >= h.since AND j.finished_at < h.full_from)
+        + (SELECT count(*) FROM jobs j
+           WHERE j.state = 'succeeded' AND j.lease_owner = w.id
+             AND j.finished_at >= greatest(h.since, h.full_to)))::bigint AS succeeded_outside_hours,
        (SELECT count(*) FROM attempts a
         WHERE a.worker_id = w.id AND a.outcome IN ('failed', 'lease_expired')
-          AND a.ended_at >= now() - (@outcomes_ms::bigint) * interval '1 millisecond')::bigint AS failed_recent,
+          AND a.ended_at >= h.since)::bigint AS failed_recent,
        coalesce(
            (SELECT last.id FROM (
                (SELECT j.id, j.finished_at AS at FROM jobs j
@@ -60,19 +76,36 @@ SELECT w.id, w.device, w.queues, w.started_at, w.last_seen,
                 ORDER BY a.ended_at DESC LIMIT 1)
             ) last ORDER BY last.at DESC LIMIT 1),
            0)::bigint AS last_ended_job_id
-FROM workers w
+FROM workers w CROSS JOIN hours h
 WHERE w.last_seen >= now() - (@within_ms::bigint) * interval '1 millisecond'
 ORDER BY w.last_seen DESC, w.id
 LIMIT 500;
 
--- name: JobListHeldBy :many
--- The running jobs of the named workers (the small partial index of
--- running jobs serves it), without their payloads.
-SELECT id, kind, app, lease_owner::text AS lease_owner, attempt, lease_until
+-- name: WorkerSucceededByHour :many
+-- The jobs each of @owners completed in each whole hour from @hours_from
+-- to @hours_to (hours with none are absent), from jobs_succeeded_owner_idx
+-- alone.
+SELECT lease_owner::text AS worker_id,
+       date_bin('1 hour', finished_at, timestamptz '2000-01-01 00:00:00+00')::timestamptz AS hour,
+       count(*)::bigint AS succeeded
 FROM jobs
-WHERE state = 'running' AND lease_owner = ANY(@owners::text[])
-ORDER BY lease_owner, id
-LIMIT @max;
+WHERE state = 'succeeded' AND lease_owner = ANY(@owners::text[])
+  AND finished_at >= @hours_from::timestamptz AND finished_at < @hours_to::timestamptz
+GROUP BY 1, 2;
+
+-- name: JobListHeldBy :many
+-- The newest @per_worker running jobs of each named worker, without their
+-- payloads, by worker and id: a short range of jobs_running_idx
+-- (lease_owner, id) each, however many jobs run.
+SELECT j.id, j.kind, j.app, j.lease_owner::text AS lease_owner, j.attempt, j.lease_until
+FROM unnest(@owners::text[]) AS o(owner)
+CROSS JOIN LATERAL (
+    SELECT id, kind, app, lease_owner, attempt, lease_until FROM jobs
+    WHERE state = 'running' AND lease_owner = o.owner
+    ORDER BY id DESC
+    LIMIT @per_worker
+) j
+ORDER BY j.lease_owner, j.id;
 
 -- name: JobListPermanentlyDead :many
 -- Which of @job_ids last went dead on a failure the worker said was not
@@ -85,3 +118,9 @@ SELECT job_id FROM (
     ORDER BY job_id, id DESC
 ) last_death
 WHERE last_death.detail->>'retryable' = 'false';
+
+-- name: UseGenericPlans :exec
+-- For the rest of the transaction, statements run on a generic plan: for
+-- those without optional filters, planning anew on every call (the
+-- server's pools force custom plans) costs more than running them.
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true);

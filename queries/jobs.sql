@@ -276,7 +276,7 @@ WITH RECURSIVE keys(k) AS (
     LIMIT @max
 ), limits AS MATERIALIZED (
     SELECT CASE WHEN s.paused THEN 'paused'
-                WHEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) < s.max_running THEN 'queue'
+                WHEN (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) < s.max_running THEN 'queue'
                 ELSE 'full' END AS scope,
            s.name
     FROM queue_settings s
@@ -321,7 +321,7 @@ WITH gate AS MATERIALIZED (
     FOR SHARE
 ), qfree AS MATERIALIZED (
     SELECT s.name,
-           s.max_running - (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = s.name) AS free
+           s.max_running - (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) AS free
     FROM queue_settings s
     WHERE s.name = ANY(@locked_queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
 ), win AS MATERIALIZED (
@@ -744,7 +744,7 @@ WITH j AS MATERIALIZED (
 ), q AS MATERIALIZED (
     SELECT n.queue, COALESCE(s.paused, false) AS paused, s.paused_by, s.paused_at, s.max_running,
            CASE WHEN s.max_running IS NOT NULL
-                THEN (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.queue = n.queue) END AS queue_running,
+                THEN (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = n.queue) END AS queue_running,
            (SELECT count(*) FROM seen WHERE n.queue = ANY(seen.queues)) AS queue_workers
     FROM (SELECT DISTINCT queue FROM j) n
     LEFT JOIN queue_settings s ON s.name = n.queue

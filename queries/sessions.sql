@@ -4,7 +4,7 @@ VALUES (@token_hash, @user_id, @csrf_token, now() + (@ttl_s::integer) * interval
 
 -- name: SessionGet :one
 -- A live session and its user; sliding expiry is renewed by SessionTouch.
-SELECT s.token_hash, s.csrf_token, s.expires_at, s.last_seen_at, u.id AS user_id, u.username,
+SELECT s.token_hash, s.csrf_token, s.expires_at, s.last_seen_at, u.id AS user_id, u.username, u.role,
        (s.last_seen_at < now() - interval '1 minute')::boolean AS touch_due
 FROM sessions s JOIN users u ON u.id = s.user_id
 WHERE s.token_hash = @token_hash AND s.expires_at > now();

@@ -23,6 +23,9 @@ type Client struct {
 	// database clock. Only tests set it (export_test.go): production
 	// passes NULL, which the statements read as now().
 	now *time.Time
+	// succeeded keeps the workers' completed jobs per past hour for
+	// WorkerStatuses.
+	succeeded hourlySucceeded
 }
 
 // NewClient returns a Client on pool.

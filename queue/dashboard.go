@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,9 +16,10 @@ import (
 // rows at once: a page of fifty jobs is a fixed number of queries, never
 // one per row.
 
-// maxHeldJobs bounds the running jobs the workers page lists; a worker's
-// count stays exact beyond it.
-const maxHeldJobs = 2000
+// heldJobsShown bounds the running jobs the workers page lists for each
+// worker (its newest); its count stays exact beyond it. A phone runs a
+// few at a time.
+const heldJobsShown = 20
 
 // RecentDead returns the last limit jobs to go dead, latest first.
 func (c *Client) RecentDead(ctx context.Context, limit int) ([]Job, error) {
@@ -158,9 +160,18 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes ti
 	var out []WorkerStatus
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
+		// Neither statement has an optional filter; planning them anew
+		// took 7 ms of each look at 1 M jobs.
+		if err := q.UseGenericPlans(ctx); err != nil {
+			return fmt.Errorf("listing workers: %w", err)
+		}
 		rows, err := q.WorkerListStatus(ctx, db.WorkerListStatusParams{WithinMs: window.Milliseconds(), OnlineMs: online.Milliseconds(), OutcomesMs: outcomes.Milliseconds()})
 		if err != nil {
 			return fmt.Errorf("listing workers: %w", err)
+		}
+		inHours, err := c.succeeded.inWholeHours(ctx, q, rows)
+		if err != nil {
+			return fmt.Errorf("counting workers' completed jobs: %w", err)
 		}
 		out = make([]WorkerStatus, len(rows))
 		ids := make([]string, len(rows))
@@ -170,14 +181,14 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes ti
 				Worker:    Worker{ID: r.ID, LastSeen: r.LastSeen, Device: r.Device, Queues: r.Queues, Running: r.Running},
 				StartedAt: r.StartedAt, Online: r.Online,
 				Info: r.Info, InfoAt: r.InfoAt, InfoError: r.InfoError, Claiming: r.Claiming, NotClaiming: r.NotClaiming,
-				Succeeded: r.SucceededRecent, Failed: r.FailedRecent, LastJobID: r.LastEndedJobID,
+				Succeeded: r.SucceededOutsideHours + inHours[r.ID], Failed: r.FailedRecent, LastJobID: r.LastEndedJobID,
 			}
 			ids[i], index[r.ID] = r.ID, i
 		}
 		if len(ids) == 0 {
 			return nil
 		}
-		held, err := q.JobListHeldBy(ctx, db.JobListHeldByParams{Owners: ids, Max: maxHeldJobs})
+		held, err := q.JobListHeldBy(ctx, db.JobListHeldByParams{Owners: ids, PerWorker: heldJobsShown})
 		if err != nil {
 			return fmt.Errorf("listing running jobs of workers: %w", err)
 		}
@@ -192,4 +203,79 @@ func (c *Client) WorkerStatuses(ctx context.Context, window, online, outcomes ti
 		return nil, err
 	}
 	return out, nil
+}
+
+// hourlySucceeded keeps how many jobs each worker completed in each whole
+// hour of the outcomes window that ended over five minutes ago (by the
+// database clock; WorkerListStatus counts the rest live). A busy fleet
+// completes thousands of jobs a day per worker, and counting them again
+// on every look at the workers page took 30 ms at 20 workers; each past
+// hour is counted once. A completion commits within its statement
+// timeout (30 s), long before the five minutes are up, so no job of a
+// kept hour appears after it was counted; on a read replica that lags by
+// more than five minutes, it can (the figure is then low until the hour
+// leaves the window or the server restarts). A job removed from a kept
+// hour (retention, by hand) stays in its count.
+type hourlySucceeded struct {
+	mu    sync.Mutex
+	count map[workerHour]int64
+}
+
+type workerHour struct {
+	worker string
+	hour   int64 // Unix seconds of the hour's start
+}
+
+// inWholeHours returns, per worker of rows, the jobs it completed in the
+// hours rows name (FullFrom to FullTo, the same for every row), counting
+// only the hours it does not keep yet, in one statement.
+func (h *hourlySucceeded) inWholeHours(ctx context.Context, q *db.Queries, rows []db.WorkerListStatusRow) (map[string]int64, error) {
+	if len(rows) == 0 || !rows[0].FullTo.After(rows[0].FullFrom) {
+		return nil, nil
+	}
+	from, to := rows[0].FullFrom, rows[0].FullTo
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.count == nil {
+		h.count = make(map[workerHour]int64)
+	}
+	for k := range h.count {
+		if k.hour < from.Unix() {
+			delete(h.count, k) // out of the window now
+		}
+	}
+	var missing []string
+	missingFrom := to
+	for _, r := range rows {
+		for at := from; at.Before(to); at = at.Add(time.Hour) {
+			if _, ok := h.count[workerHour{r.ID, at.Unix()}]; !ok {
+				missing = append(missing, r.ID)
+				if at.Before(missingFrom) {
+					missingFrom = at
+				}
+				break
+			}
+		}
+	}
+	if len(missing) > 0 {
+		counted, err := q.WorkerSucceededByHour(ctx, db.WorkerSucceededByHourParams{Owners: missing, HoursFrom: missingFrom, HoursTo: to})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range missing {
+			for at := missingFrom; at.Before(to); at = at.Add(time.Hour) {
+				h.count[workerHour{w, at.Unix()}] = 0
+			}
+		}
+		for _, c := range counted {
+			h.count[workerHour{c.WorkerID, c.Hour.Unix()}] = c.Succeeded
+		}
+	}
+	sums := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		for at := from; at.Before(to); at = at.Add(time.Hour) {
+			sums[r.ID] += h.count[workerHour{r.ID, at.Unix()}]
+		}
+	}
+	return sums, nil
 }

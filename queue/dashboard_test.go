@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -154,4 +155,103 @@ func TestWorkerStatuses(t *testing.T) {
 	if *ws[0].Device != "pixel7" || !slices.Equal(ws[0].Queues, []string{"default"}) {
 		t.Fatalf("device and queues %+v", ws[0])
 	}
+}
+
+// A worker's completed jobs of the last 24 h are exact across the hours
+// of the window, and each past hour is counted once: a job removed from
+// an hour already counted stays in this client's figure, while jobs
+// completed since are counted at once.
+func TestWorkerStatusesCountsEachPastHourOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	f.seen(t, "w-idle")
+	jobs := f.holding(t, "w-busy", 40)
+	for _, j := range jobs {
+		if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(j), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Job k finished k·41 minutes ago: 0 … 35 are within 24 h (35·41 min
+	// is 23.9 h), 36 … 39 are not (24.6 h and more).
+	if _, err := f.pool.Exec(f.ctx, `UPDATE jobs SET finished_at = now() - k * interval '41 minutes'
+FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k FROM jobs) o WHERE o.id = jobs.id`); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := func(c *queue.Client) map[string]int64 {
+		t.Helper()
+		ws, err := c.WorkerStatuses(f.ctx, 24*time.Hour, time.Minute, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, w := range ws {
+			got[w.ID] = w.Succeeded
+		}
+		return got
+	}
+	want := map[string]int64{"w-busy": 36, "w-idle": 0}
+	for try := range 2 {
+		if got := succeeded(f.client); !maps.Equal(got, want) {
+			t.Fatalf("look %d: completed jobs %v, want %v", try+1, got, want)
+		}
+	}
+	// Job 15 (10.25 h ago, a past hour already counted) goes; a new job
+	// is completed now.
+	if _, err := f.pool.Exec(f.ctx, "DELETE FROM jobs WHERE id = $1", jobs[15].ID); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(t, jobOpts{})
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(f.claimOne(t, "w-busy", time.Minute)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := succeeded(f.client), (map[string]int64{"w-busy": 37, "w-idle": 0}); !maps.Equal(got, want) {
+		t.Errorf("after a removal and a completion: %v, want %v (the removed job's hour was counted before)", got, want)
+	}
+	if got, want := succeeded(queue.NewClient(f.pool, nil)), (map[string]int64{"w-busy": 36, "w-idle": 0}); !maps.Equal(got, want) {
+		t.Errorf("a new client: %v, want %v", got, want)
+	}
+}
+
+// A worker holding more jobs than the page lists shows its newest ones,
+// oldest first, with its exact count.
+func TestWorkerStatusesListsNewestHeldJobs(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	const n = 25
+	jobs := f.holding(t, "w-many", n)
+	all := ids(jobs)
+	slices.Sort(all)
+	ws, err := f.client.WorkerStatuses(f.ctx, time.Hour, time.Minute, 24*time.Hour)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers %+v: %v", ws, err)
+	}
+	var held []int64
+	for _, j := range ws[0].Jobs {
+		held = append(held, j.ID)
+	}
+	if want := all[n-20:]; !slices.Equal(held, want) || ws[0].Running != n || ws[0].LastJobID != all[n-1] {
+		t.Fatalf("held %v (running %d, last %d), want %v (running %d, last %d)", held, ws[0].Running, ws[0].LastJobID, want, n, all[n-1])
+	}
+}
+
+// seen records a direct worker's presence on the default queue.
+func (f *fixture) seen(t *testing.T, worker string) {
+	t.Helper()
+	if err := f.client.WorkerSeen(f.ctx, queue.Presence{ID: worker, Queues: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holding makes worker seen and holding n new jobs of the default queue.
+func (f *fixture) holding(t *testing.T, worker string, n int) []queue.Job {
+	t.Helper()
+	f.seen(t, worker)
+	for range n {
+		f.insert(t, jobOpts{})
+	}
+	jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: worker, Queues: []string{"default"}, Limit: n, Lease: time.Minute})
+	if err != nil || len(jobs) != n {
+		t.Fatalf("claimed %d of %d: %v", len(jobs), n, err)
+	}
+	return jobs
 }

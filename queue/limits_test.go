@@ -509,3 +509,34 @@ func TestPatchQueueSemantics(t *testing.T) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 }
+
+// A queue whose every job is running is listed, with its count: the skip
+// through jobs_queue_id_idx, which holds no running job, cannot see it.
+func TestQueuesListsQueuesWhoseJobsAllRun(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	f.insertLimited(t, 2, limited{queue: "busy"})
+	f.insertLimited(t, 3, limited{queue: "mixed"})
+	if got := len(f.claim(t, "w1", 2, "busy")); got != 2 {
+		t.Fatalf("claimed %d of busy's 2 jobs", got)
+	}
+	if got := len(f.claim(t, "w2", 1, "mixed")); got != 1 {
+		t.Fatalf("claimed %d of mixed's jobs, want 1", got)
+	}
+	f.patchQueue(t, "only-settings", queue.QueuePatch{MaxRunning: new(int32(2))})
+	list, err := f.client.Queues(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type counts struct{ pending, running int64 }
+	got := map[string]counts{}
+	var names []string
+	for _, q := range list {
+		got[q.Name] = counts{q.Pending, q.Running}
+		names = append(names, q.Name)
+	}
+	want := map[string]counts{"busy": {0, 2}, "mixed": {2, 1}, "only-settings": {0, 0}}
+	if !maps.Equal(got, want) || !slices.IsSorted(names) {
+		t.Fatalf("queues %v (in order %v), want %v by name", got, names, want)
+	}
+}

@@ -10,15 +10,22 @@ import (
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
 
+	"github.com/leasehold/leasehold/role"
 	"github.com/leasehold/leasehold/templates"
 	"github.com/leasehold/leasehold/templates/htmltest"
 )
 
-// renderHTML renders c and parses what it wrote.
+// renderHTML renders c for an operator and parses what it wrote.
 func renderHTML(t *testing.T, c templ.Component) htmltest.Doc {
 	t.Helper()
+	return renderHTMLAs(t, role.Operator, c)
+}
+
+// renderHTMLAs renders c for a person of role r.
+func renderHTMLAs(t *testing.T, r role.Role, c templ.Component) htmltest.Doc {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := c.Render(context.Background(), &buf); err != nil {
+	if err := c.Render(role.NewContext(context.Background(), r), &buf); err != nil {
 		t.Fatalf("rendering: %v", err)
 	}
 	return htmltest.Parse(t, buf.String())
@@ -220,5 +227,46 @@ func TestJobPageShowsWebhookDeliveriesApart(t *testing.T) {
 	}
 	if d := renderHTML(t, templates.JobPage(jobTestPage, jobSample("succeeded"))); len(d.All("webhook-deliveries")) != 0 {
 		t.Error("a job without deliveries shows their table")
+	}
+}
+
+// A viewer reads the same pages without a button or form that changes
+// something (the server would refuse them: web/routes.go); an operator
+// sees them.
+func TestViewerSeesNoActions(t *testing.T) {
+	t.Parallel()
+	pages := map[string]templ.Component{
+		"job (dead)":    templates.JobPage(jobTestPage, jobSample("dead")),
+		"job (running)": templates.JobPage(jobTestPage, jobSample("running")),
+		"jobs":          templates.Jobs(jobTestPage, templates.JobsView{Rows: []templates.JobsRow{{ID: 42, State: "dead"}}}),
+		"dead":          templates.Dead(jobTestPage, templates.DeadView{Total: 1, Rows: []templates.DeadRow{{ID: 42}}}),
+		"queues": templates.Queues(jobTestPage, templates.QueuesView{
+			Rows:       []templates.QueuesRow{{Name: "default", MaxRunning: "3"}},
+			RateLimits: []templates.RateLimitRow{{Key: "llm:openai", Budgets: "60/min"}},
+		}),
+	}
+	for name, page := range pages {
+		actions := func(d htmltest.Doc) int {
+			return len(htmltest.Find(d.Root, func(n *html.Node) bool {
+				action := htmltest.Attr(n, "action")
+				return (n.Data == "form" && htmltest.Attr(n, "method") == "post" && action != "/logout") ||
+					(n.Data == "a" && htmltest.Attr(n, "href") == "/jobs/new") ||
+					(n.Data == "input" && htmltest.Attr(n, "name") == "ids")
+			}))
+		}
+		if n := actions(renderHTMLAs(t, role.Viewer, page)); n != 0 {
+			t.Errorf("%s: a viewer is shown %d forms, links or checkboxes that act", name, n)
+		}
+		if n := actions(renderHTMLAs(t, role.Operator, page)); n == 0 {
+			t.Errorf("%s: an operator is shown no action", name)
+		}
+	}
+	// What the forms showed a viewer reads as text.
+	d := renderHTMLAs(t, role.Viewer, pages["queues"])
+	if got := htmltest.Text(d.One(t, "max-running-text")); got != "3" {
+		t.Errorf("a viewer reads the cap as %q, want 3", got)
+	}
+	if got := htmltest.Text(d.One(t, "rate-limit-budgets-text")); got != "60/min" {
+		t.Errorf("a viewer reads the budgets as %q, want 60/min", got)
 	}
 }

@@ -101,7 +101,7 @@ func TestArtifactGet(t *testing.T) {
 				errHas            string
 			}{
 				{"NoToken", path, "-", 401, "bearer"},
-				{"WorkerToken", path, f.worker, 403, "admin"},
+				{"WorkerToken", path, f.worker, 403, "viewer role"},
 				{"BadToken", path, "lh_nope", 401, "invalid"},
 				{"Unknown", "/artifacts/999999", "", 404, "artifact not found"},
 				{"NotANumber", "/artifacts/abc", "", 400, "positive integer"},

@@ -178,7 +178,7 @@ func TestAttemptBundle(t *testing.T) {
 				errHas      string
 			}{
 				{"NoToken", "-", 401, "bearer token or session"},
-				{"WorkerToken", f.worker, 403, "admin"},
+				{"WorkerToken", f.worker, 403, "viewer role"},
 				{"BadToken", "lh_nope", 401, "invalid"},
 			} {
 				res := f.do(t, call{method: http.MethodGet, path: path, token: tc.token}).want(t, tc.status)

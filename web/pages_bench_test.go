@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/web"
@@ -33,13 +32,9 @@ func BenchmarkPagesAtScale(b *testing.B) {
 	}
 	url := dbtest.ScaleDatabase(b, n)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// As the server runs: custom plans for the optional list filters.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// As the server opens its pool (cmd/server): custom plans for the
+	// optional list filters, no JIT.
+	pool, err := db.Open(ctx, db.PoolConfig{URL: url, MaxConns: 32, CustomPlans: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,8 +64,8 @@ func BenchmarkPagesAtScale(b *testing.B) {
 	pages := []string{
 		"/", "/jobs", "/jobs?state=dead", "/jobs?state=running", "/jobs?app=com.example.app7",
 		"/jobs?kind=report&state=succeeded", fmt.Sprintf("/jobs?cursor=%d", midCursor), "/dead",
-		fmt.Sprintf("/dead?cursor=%d", midCursor), "/workers", fmt.Sprintf("/jobs/%d", deadID), "/jobs/new",
-		"/api/v1/jobs?state=dead", "/api/v1/stats", "/api/v1/workers",
+		fmt.Sprintf("/dead?cursor=%d", midCursor), "/workers", fmt.Sprintf("/jobs/%d", deadID), "/jobs/new", "/queues",
+		"/api/v1/jobs?state=dead", "/api/v1/stats", "/api/v1/workers", "/api/v1/queues",
 	}
 	for _, path := range pages {
 		b.Run(path, func(b *testing.B) {

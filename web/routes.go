@@ -3,11 +3,12 @@ package web
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/role"
 	"github.com/leasehold/leasehold/static"
 	"github.com/leasehold/leasehold/web/httpx"
 	"github.com/leasehold/leasehold/web/workerapi"
@@ -32,119 +33,186 @@ func (s *server) requestBounds() map[string]time.Duration {
 	}
 }
 
-// routes registers every route of the server; read it top to bottom to
-// know what the server answers and who may ask.
-func (s *server) routes(e *echo.Echo) {
-	// Open: load balancers, orchestrators and scrapers carry no token.
-	e.GET("/health/live", s.healthLive)
-	e.HEAD("/health/live", s.healthLive)
-	e.GET("/health/ready", s.healthReady)
-	e.HEAD("/health/ready", s.healthReady)
-	e.GET("/metrics", s.metricsHandler())
-	e.GET("/api/v1/openapi.json", s.openapiGet) // the API describes itself
+// Open is the need of a route that anyone may ask (health, metrics,
+// sign-in, static files): no token, no session.
+const Open role.Role = ""
 
-	// JSON API for people and scripts: admin tokens only. Authentication is
-	// per route rather than per group, so that an unknown /api/v1 path is
-	// a plain 404 and the worker API can take other tokens.
-	a, admin := s.admin, httpx.RequireToken(s.tokens, apitoken.RoleAdmin)
+// audience registers routes whose callers show who they are the same way
+// (by: "token", "session", "session or token"; "" for open routes): auth
+// makes the middleware that lets through only callers whose role allows
+// need (nil: open routes); before runs ahead of it, after behind.
+type audience struct {
+	add           func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route
+	by            string
+	auth          func(need role.Role) []echo.MiddlewareFunc
+	before, after []echo.MiddlewareFunc
+}
+
+// route registers method path with h, needing role need, and more
+// middleware mw after the audience's. The route's name records what it
+// needs (RouteNeed).
+func (a audience) route(method, path string, need role.Role, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
+	chain := slices.Clone(a.before)
+	if a.auth != nil {
+		chain = append(chain, a.auth(need)...)
+	}
+	chain = append(append(chain, a.after...), mw...)
+	a.add(method, path, h, chain...).Name = needPrefix + a.by + ":" + string(need)
+}
+
+const needPrefix = "leasehold-needs:"
+
+// RouteNeed is what a route of New's handler needs, as routes declares
+// it: the role (Open for none) and how the caller shows it (by: "token",
+// "session", "session or token"; "" for an open route). ok is false for a
+// route that declares nothing.
+func RouteNeed(r echo.Route) (need role.Role, by string, ok bool) {
+	rest, ok := strings.CutPrefix(r.Name, needPrefix)
+	if !ok {
+		return "", "", false
+	}
+	by, n, _ := strings.Cut(rest, ":")
+	return role.Role(n), by, true
+}
+
+// routes registers every route of the server, each with the role it
+// needs beside it; read it top to bottom to know what the server answers
+// and who may ask. Viewers read, operators act on jobs, queues,
+// schedules, rate limits and availability, worker tokens speak the
+// worker API (SPEC "Roles and audit").
+func (s *server) routes(e *echo.Echo) {
+	const (
+		GET, HEAD, POST = http.MethodGet, http.MethodHead, http.MethodPost
+		PUT, PATCH, DEL = http.MethodPut, http.MethodPatch, http.MethodDelete
+	)
+	// Open: load balancers, orchestrators and scrapers carry no token.
+	open := audience{add: e.Add}
+	open.route(GET, "/health/live", Open, s.healthLive)
+	open.route(HEAD, "/health/live", Open, s.healthLive)
+	open.route(GET, "/health/ready", Open, s.healthReady)
+	open.route(HEAD, "/health/ready", Open, s.healthReady)
+	open.route(GET, "/metrics", Open, s.metricsHandler())
+	open.route(GET, "/api/v1/openapi.json", Open, s.openapiGet) // the API describes itself
+
+	// JSON API for people and scripts: tokens of a person's role.
+	// Authentication is per route rather than per group, so that an
+	// unknown /api/v1 path is a plain 404 and the worker API can take
+	// other tokens.
+	api := e.Group("/api/v1")
+	byToken := func(need role.Role) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{httpx.RequireToken(s.tokens, need)}
+	}
+	a, people := s.admin, audience{add: api.Add, by: "token", auth: byToken}
 	// Routes with `replica` may read from the read replica while it keeps
 	// up (LEASEHOLD_READ_DATABASE_URL): lists, counts, pages. One job, and
 	// anything a script reads back after writing it, stays on the primary.
 	replica := httpx.ReadReplica(s.reads)
-	api := e.Group("/api/v1")
-	api.POST("/jobs", a.CreateJob, admin)
-	api.POST("/jobs/batch", a.CreateJobBatch, admin)
-	api.GET("/jobs", a.ListJobs, admin, replica)
-	api.GET("/jobs/:id", a.GetJob, admin)
-	api.POST("/jobs/:id/retry", a.RetryJob, admin)
-	api.POST("/jobs/:id/cancel", a.CancelJob, admin)
-	api.POST("/jobs/retry", a.RetryJobs, admin)
-	api.POST("/jobs/cancel", a.CancelJobs, admin)
-	api.GET("/stats", a.Stats, admin, replica)
-	api.POST("/schedules", a.CreateSchedule, admin)
-	api.GET("/schedules", a.ListSchedules, admin, replica)
-	api.GET("/schedules/:name", a.GetSchedule, admin)
-	api.PATCH("/schedules/:name", a.UpdateSchedule, admin)
-	api.DELETE("/schedules/:name", a.DeleteSchedule, admin)
-	api.GET("/queues", a.ListQueues, admin, replica)
-	api.PATCH("/queues/:name", a.PatchQueue, admin)
-	api.GET("/workers", a.ListWorkers, admin, replica)
-	api.GET("/usage", a.GetUsage, admin, replica)
-	api.GET("/availability", a.ListAvailability, admin)
-	api.PUT("/availability/:scope/:name", a.PutAvailability, admin)
-	api.DELETE("/availability/:scope/:name", a.DeleteAvailability, admin)
-	api.GET("/rate-limits", a.ListRateLimits, admin)
-	api.PUT("/rate-limits/:key", a.PutRateLimit, admin)
-	api.DELETE("/rate-limits/:key", a.DeleteRateLimit, admin)
+	people.route(POST, "/jobs", role.Operator, a.CreateJob)
+	people.route(POST, "/jobs/batch", role.Operator, a.CreateJobBatch)
+	people.route(GET, "/jobs", role.Viewer, a.ListJobs, replica)
+	people.route(GET, "/jobs/:id", role.Viewer, a.GetJob)
+	people.route(POST, "/jobs/:id/retry", role.Operator, a.RetryJob)
+	people.route(POST, "/jobs/:id/cancel", role.Operator, a.CancelJob)
+	people.route(POST, "/jobs/retry", role.Operator, a.RetryJobs)
+	people.route(POST, "/jobs/cancel", role.Operator, a.CancelJobs)
+	people.route(GET, "/stats", role.Viewer, a.Stats, replica)
+	people.route(POST, "/schedules", role.Operator, a.CreateSchedule)
+	people.route(GET, "/schedules", role.Viewer, a.ListSchedules, replica)
+	people.route(GET, "/schedules/:name", role.Viewer, a.GetSchedule)
+	people.route(PATCH, "/schedules/:name", role.Operator, a.UpdateSchedule)
+	people.route(DEL, "/schedules/:name", role.Operator, a.DeleteSchedule)
+	people.route(GET, "/queues", role.Viewer, a.ListQueues, replica)
+	people.route(PATCH, "/queues/:name", role.Operator, a.PatchQueue)
+	people.route(GET, "/workers", role.Viewer, a.ListWorkers, replica)
+	people.route(GET, "/usage", role.Viewer, a.GetUsage, replica)
+	people.route(GET, "/availability", role.Viewer, a.ListAvailability)
+	people.route(PUT, "/availability/:scope/:name", role.Operator, a.PutAvailability)
+	people.route(DEL, "/availability/:scope/:name", role.Operator, a.DeleteAvailability)
+	people.route(GET, "/rate-limits", role.Viewer, a.ListRateLimits)
+	people.route(PUT, "/rate-limits/:key", role.Operator, a.PutRateLimit)
+	people.route(DEL, "/rate-limits/:key", role.Operator, a.DeleteRateLimit)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
-	w, worker := s.worker, httpx.RequireToken(s.tokens, apitoken.RoleWorker)
-	api.GET("/worker/whoami", w.Whoami, worker)
-	api.POST("/worker/claim", w.Claim, worker)
-	api.POST("/worker/presence", w.Presence, worker)
-	api.PUT("/worker/availability", w.Availability, worker)
-	api.POST("/worker/jobs/:id/heartbeat", w.Heartbeat, worker)
-	api.POST("/worker/jobs/:id/progress", w.Progress, worker)
-	api.POST("/worker/jobs/:id/checkpoint", w.Checkpoint, worker)
-	api.POST("/worker/jobs/:id/usage", w.Usage, worker)
-	api.POST("/worker/jobs/:id/complete", w.Complete, worker)
-	api.POST("/worker/jobs/:id/fail", w.Fail, worker)
-	api.POST("/worker/jobs/:id/release", w.Release, worker)
-	api.POST("/worker/jobs/:id/cancelled", w.Cancelled, worker)
-	api.POST("/worker/jobs/:id/effects", w.Effect, worker)
-	api.POST("/worker/jobs/:id/artifacts", w.UploadArtifact, worker)
+	w, workers := s.worker, audience{add: api.Add, by: "token", auth: byToken}
+	workers.route(GET, "/worker/whoami", role.Worker, w.Whoami)
+	workers.route(POST, "/worker/claim", role.Worker, w.Claim)
+	workers.route(POST, "/worker/presence", role.Worker, w.Presence)
+	workers.route(PUT, "/worker/availability", role.Worker, w.Availability)
+	workers.route(POST, "/worker/jobs/:id/heartbeat", role.Worker, w.Heartbeat)
+	workers.route(POST, "/worker/jobs/:id/progress", role.Worker, w.Progress)
+	workers.route(POST, "/worker/jobs/:id/checkpoint", role.Worker, w.Checkpoint)
+	workers.route(POST, "/worker/jobs/:id/usage", role.Worker, w.Usage)
+	workers.route(POST, "/worker/jobs/:id/complete", role.Worker, w.Complete)
+	workers.route(POST, "/worker/jobs/:id/fail", role.Worker, w.Fail)
+	workers.route(POST, "/worker/jobs/:id/release", role.Worker, w.Release)
+	workers.route(POST, "/worker/jobs/:id/cancelled", role.Worker, w.Cancelled)
+	workers.route(POST, "/worker/jobs/:id/effects", role.Worker, w.Effect)
+	workers.route(POST, "/worker/jobs/:id/artifacts", role.Worker, w.UploadArtifact)
 
-	// Artifact bytes: for signed-in people and admin tokens.
-	artifactAccess := httpx.RequireSessionOrToken(s.auth, s.tokens, apitoken.RoleAdmin)
-	e.GET("/artifacts/:id", a.GetArtifact, artifactAccess)
-	e.HEAD("/artifacts/:id", a.GetArtifact, artifactAccess)
-	api.GET("/jobs/:id/attempts/:n/bundle", a.GetAttemptBundle, artifactAccess) // the job page's Download link
+	// Artifact bytes: for signed-in people and tokens of a person's role.
+	bySessionOrToken := func(need role.Role) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{httpx.RequireSessionOrToken(s.auth, s.tokens, need)}
+	}
+	files := audience{add: e.Add, by: "session or token", auth: bySessionOrToken}
+	files.route(GET, "/artifacts/:id", role.Viewer, a.GetArtifact)
+	files.route(HEAD, "/artifacts/:id", role.Viewer, a.GetArtifact)
+	filesAPI := audience{add: api.Add, by: "session or token", auth: bySessionOrToken}
+	filesAPI.route(GET, "/jobs/:id/attempts/:n/bundle", role.Viewer, a.GetAttemptBundle) // the job page's Download link
 
-	// Dashboard: sign-in is open; every page needs a session, and every
-	// state-changing request must come from this site with the session's
-	// CSRF token. Pages read from the replica while it keeps up; a
-	// browser that changed something reads from the primary for a few
-	// seconds (httpx.PinPrimary), so the page it lands on shows it.
-	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
+	// Dashboard: sign-in is open; every page needs a session whose role
+	// allows it, and every state-changing request must come from this
+	// site with the session's CSRF token. Pages read from the replica
+	// while it keeps up; a browser that changed something reads from the
+	// primary for a few seconds (httpx.PinPrimary), so the page it lands
+	// on shows it.
+	open.route(GET, "/static/*", Open, echo.WrapHandler(http.StripPrefix("/static", static.Handler())))
 	d := s.dashboard
-	e.GET("/login", d.LoginPage, httpx.PageHeaders)
-	e.POST("/login", d.Login, httpx.PageHeaders)
+	open.route(GET, "/login", Open, d.LoginPage, httpx.PageHeaders)
+	open.route(POST, "/login", Open, d.Login, httpx.PageHeaders)
 	// Middleware per route, not on the group: a group with middleware
 	// catches every unknown path, which would send API clients to sign in
 	// instead of answering 404/405.
 	pages := e.Group("")
-	page := []echo.MiddlewareFunc{httpx.PageHeaders, httpx.RequireSession(s.auth), httpx.PinPrimary(s.reads)}
-	read := append(slices.Clone(page), replica)
-	pages.POST("/logout", d.Logout, page...)
-	pages.GET("/", d.OverviewPage, read...)
+	bySession := func(need role.Role) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{httpx.RequireSession(s.auth), httpx.RequireRole(need)}
+	}
+	page := audience{add: pages.Add, by: "session", auth: bySession,
+		before: []echo.MiddlewareFunc{httpx.PageHeaders}, after: []echo.MiddlewareFunc{httpx.PinPrimary(s.reads)}}
+	page.route(POST, "/logout", role.Viewer, d.Logout)
+	page.route(GET, "/", role.Viewer, d.OverviewPage, replica)
 	// Jobs: the list with its bulk actions, the dead letters, one job
 	// with its actions, and the submit form. /jobs/new is a static route,
 	// so echo matches it before /jobs/:id.
-	pages.GET("/jobs", d.JobsPage, read...)
-	pages.POST("/jobs/retry", d.RetryJobs, page...)
-	pages.POST("/jobs/cancel", d.CancelJobs, page...)
-	pages.GET("/dead", d.DeadPage, read...)
-	pages.GET("/jobs/new", d.NewJobForm, page...)
-	pages.POST("/jobs/new", d.SubmitNewJob, page...)
-	pages.GET("/jobs/:id", d.JobPage, read...)
-	pages.POST("/jobs/:id/retry", d.RetryJob, page...)
-	pages.POST("/jobs/:id/cancel", d.CancelJob, page...)
-	pages.GET("/workers", d.WorkersPage, read...)
-	pages.POST("/workers/availability", d.SetAvailability, page...)
-	pages.POST("/workers/availability/delete", d.DeleteAvailability, page...)
+	page.route(GET, "/jobs", role.Viewer, d.JobsPage, replica)
+	page.route(POST, "/jobs/retry", role.Operator, d.RetryJobs)
+	page.route(POST, "/jobs/cancel", role.Operator, d.CancelJobs)
+	page.route(GET, "/dead", role.Viewer, d.DeadPage, replica)
+	page.route(GET, "/jobs/new", role.Operator, d.NewJobForm)
+	page.route(POST, "/jobs/new", role.Operator, d.SubmitNewJob)
+	page.route(GET, "/jobs/:id", role.Viewer, d.JobPage, replica)
+	page.route(POST, "/jobs/:id/retry", role.Operator, d.RetryJob)
+	page.route(POST, "/jobs/:id/cancel", role.Operator, d.CancelJob)
+	page.route(GET, "/workers", role.Viewer, d.WorkersPage, replica)
+	page.route(POST, "/workers/availability", role.Operator, d.SetAvailability)
+	page.route(POST, "/workers/availability/delete", role.Operator, d.DeleteAvailability)
 	// Schedules: the list, its create form, Pause and Resume.
-	pages.GET("/schedules", d.SchedulesPage, read...)
-	pages.POST("/schedules", d.CreateSchedule, page...)
-	pages.POST("/schedules/:name/pause", d.PauseSchedule, page...)
-	pages.POST("/schedules/:name/resume", d.ResumeSchedule, page...)
-	// Queues: pause, resume, cap.
-	pages.GET("/usage", d.UsagePage, read...)
-	pages.GET("/queues", d.QueuesPage, read...)
-	pages.POST("/queues/:name/pause", d.PauseQueue, page...)
-	pages.POST("/queues/:name/resume", d.ResumeQueue, page...)
-	pages.POST("/queues/:name/limit", d.SetQueueLimit, page...)
-	pages.POST("/rate-limits", d.SetRateLimit, page...)
+	page.route(GET, "/schedules", role.Viewer, d.SchedulesPage, replica)
+	page.route(POST, "/schedules", role.Operator, d.CreateSchedule)
+	page.route(POST, "/schedules/:name/pause", role.Operator, d.PauseSchedule)
+	page.route(POST, "/schedules/:name/resume", role.Operator, d.ResumeSchedule)
+	// Queues: pause, resume, cap; rate limits; usage.
+	page.route(GET, "/usage", role.Viewer, d.UsagePage, replica)
+	page.route(GET, "/queues", role.Viewer, d.QueuesPage, replica)
+	page.route(POST, "/queues/:name/pause", role.Operator, d.PauseQueue)
+	page.route(POST, "/queues/:name/resume", role.Operator, d.ResumeQueue)
+	page.route(POST, "/queues/:name/limit", role.Operator, d.SetQueueLimit)
+	page.route(POST, "/rate-limits", role.Operator, d.SetRateLimit)
+	// Users: an admin's (the same as `server user …`).
+	page.route(GET, "/users", role.Admin, d.UsersPage)
+	page.route(POST, "/users", role.Admin, d.AddUser)
+	page.route(POST, "/users/:name/role", role.Admin, d.SetUserRole)
+	page.route(POST, "/users/:name/remove", role.Admin, d.RemoveUser)
 	// What changed, pushed to the pages above (Server-Sent Events).
-	pages.GET("/events", d.Events, page...)
+	page.route(GET, "/events", role.Viewer, d.Events)
 }

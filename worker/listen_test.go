@@ -23,7 +23,10 @@ func TestDirectWorkerListensOnOneSession(t *testing.T) {
 	if err != nil || len(claimed) != 1 || claimed[0].ID != gone.ID {
 		t.Fatalf("claim: %v %v", err, claimed)
 	}
-	f.start(t, worker.Config{Lease: time.Second, Reaper: true})
+	// The worker's own lease is long enough for a loaded machine: a 1 s
+	// one expired there before its heartbeat landed (a CI run), and the
+	// job went dead; this test is about sessions, not lease timing.
+	f.start(t, worker.Config{Lease: 5 * time.Second, Reaper: true})
 	f.waitState(t, gone.ID, queue.StatePending)
 	// And a job announced reaches it: its job listener listens.
 	job := f.submit(t, `{"steps":1,"step_ms":1}`, 1)

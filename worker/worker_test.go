@@ -113,7 +113,10 @@ func TestPermanentFailureGoesDead(t *testing.T) {
 func TestCancelReachesRunningJob(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.start(t, worker.Config{Lease: 600 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	// The heartbeat brings the cancel; the lease is long so that a
+	// stalled machine does not fence the worker first (no reaper runs
+	// here to end a fenced attempt).
+	f.start(t, worker.Config{Lease: 5 * time.Second, Heartbeat: 100 * time.Millisecond})
 	job := f.submit(t, `{"hang":true,"step_ms":50}`, 5)
 	f.waitState(t, job.ID, queue.StateRunning)
 	if _, err := f.client.CancelOne(f.ctx, job.ID, "tester"); err != nil {
@@ -160,7 +163,7 @@ func TestRefusedHeartbeatStopsExecutor(t *testing.T) {
 func TestShutdownFinishesWithinGrace(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	stop := f.start(t, worker.Config{Lease: time.Second, Grace: 10 * time.Second})
+	stop := f.start(t, worker.Config{Lease: 5 * time.Second, Grace: 10 * time.Second})
 	job := f.submit(t, `{"steps":3,"step_ms":100}`, 5)
 	f.waitState(t, job.ID, queue.StateRunning)
 	stop()
@@ -173,7 +176,7 @@ func TestShutdownFinishesWithinGrace(t *testing.T) {
 func TestShutdownReleasesLeasesAfterGrace(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	stop := f.start(t, worker.Config{Lease: time.Second, Grace: 200 * time.Millisecond, Concurrency: 2})
+	stop := f.start(t, worker.Config{Lease: 5 * time.Second, Grace: 200 * time.Millisecond, Concurrency: 2})
 	a := f.submit(t, `{"hang":true,"step_ms":50}`, 1)
 	b := f.submit(t, `{"hang":true,"step_ms":50}`, 1)
 	f.waitState(t, a.ID, queue.StateRunning)

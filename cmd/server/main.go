@@ -42,9 +42,14 @@ import (
 const usage = `usage:
   server [flags]                                   run the server
   server migrate up|down|version                   manage the schema (down is one step)
-  server token create --role admin|worker --name NAME
+  server token create --role admin|operator|viewer|worker --name NAME
   server token list
   server token revoke NAME
+  server user add --name NAME --role viewer|operator|admin --password P
+                                                   a dashboard user (--password - reads it from stdin)
+  server user set-role --name NAME --role viewer|operator|admin
+  server user remove --name NAME                   also signs it out; the last admin stays
+  server user list
   server prune [--dry-run] [--file-grace 1h]       one retention pass now; print what it removed
   server artifacts migrate --to URL [--artifacts FROM]
                                                    copy every artifact file to other storage (s3://bucket/prefix), verified; resumable
@@ -70,6 +75,10 @@ func run(args []string) error {
 		case "token":
 			return withDatabase("token", func(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
 				return tokenCmd(ctx, pool, out, args[1:])
+			})
+		case "user":
+			return withDatabase("user", func(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
+				return userCmd(ctx, pool, out, os.Stdin, args[1:])
 			})
 		case "prune":
 			return pruneCmd(args[1:])

@@ -23,13 +23,13 @@ func tokenCmd(ctx context.Context, pool *pgxpool.Pool, out io.Writer, args []str
 	switch args[0] {
 	case "create":
 		fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-		role := fs.String("role", "", "admin or worker")
+		role := fs.String("role", "", "admin, operator, viewer or worker")
 		name := fs.String("name", "", "the token's name (a worker's identity)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		if *role != string(apitoken.RoleAdmin) && *role != string(apitoken.RoleWorker) {
-			return fmt.Errorf("--role %q: want admin or worker", *role)
+		if !apitoken.Role(*role).Valid() {
+			return fmt.Errorf("--role %q: want admin, operator, viewer or worker", *role)
 		}
 		secret, tok, err := store.Create(ctx, *name, apitoken.Role(*role))
 		if err != nil {

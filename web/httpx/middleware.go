@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/role"
 )
 
 // TokenKey is where RequireToken leaves the caller's apitoken.Token in
@@ -67,9 +68,10 @@ func RecoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
 	}
 }
 
-// RequireToken lets a request through only with an active bearer token of
-// role: 401 without a valid one, 403 with one of another role.
-func RequireToken(tokens *apitoken.Store, role apitoken.Role) echo.MiddlewareFunc {
+// RequireToken lets a request through only with an active bearer token
+// whose role allows need (role.Role.Allows): 401 without a valid one, 403
+// with one whose role does not.
+func RequireToken(tokens *apitoken.Store, need role.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			secret, ok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
@@ -83,13 +85,23 @@ func RequireToken(tokens *apitoken.Store, role apitoken.Role) echo.MiddlewareFun
 			if err != nil {
 				return fmt.Errorf("authenticating: %w", err)
 			}
-			if tok.Role != role {
-				return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("a %s token cannot use this endpoint; it needs a %s token", tok.Role, role)}
+			if !tok.Role.Allows(need) {
+				return forbidden("token", tok.Role, need)
 			}
 			c.Set(TokenKey, tok)
 			return next(c)
 		}
 	}
+}
+
+// forbidden is the 403 of a caller (a "token" or a "user") whose role
+// does not allow what needs need.
+func forbidden(who string, has, need role.Role) *Error {
+	msg := fmt.Sprintf("a %s %s cannot do this: it needs the %s role", has, who, need)
+	if need != role.Worker && need != role.Admin {
+		msg += " or a higher one"
+	}
+	return &Error{Status: http.StatusForbidden, Message: msg}
 }
 
 // bearer extracts the token of an "Authorization: Bearer TOKEN" header;

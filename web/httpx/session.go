@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/role"
 )
 
 const (
@@ -68,6 +70,7 @@ func RequireSession(a *auth.Service) echo.MiddlewareFunc {
 				return err
 			}
 			c.Set(sessionKey, sess)
+			c.SetRequest(c.Request().WithContext(role.NewContext(c.Request().Context(), sess.Role)))
 			if !safeMethod(c.Request().Method) {
 				if err := checkForgery(c, sess); err != nil {
 					return err
@@ -78,10 +81,42 @@ func RequireSession(a *auth.Service) echo.MiddlewareFunc {
 	}
 }
 
-// RequireSessionOrToken accepts a signed-in user or a bearer token of
-// role (for scripts fetching artifacts).
-func RequireSessionOrToken(a *auth.Service, tokens *apitoken.Store, role apitoken.Role) echo.MiddlewareFunc {
-	byToken := RequireToken(tokens, role)
+// RequireRole lets a signed-in user through (RequireSession comes
+// first) only when the session's role allows need: 403 otherwise, as a
+// page that says why to a browser that asked for one (a bookmark, a
+// link from before the role changed).
+func RequireRole(need role.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			sess, _ := c.Get(sessionKey).(auth.Session)
+			if !sess.Role.Allows(need) {
+				refusal := forbidden("user", sess.Role, need)
+				if IsHTMX(c) {
+					return refusal
+				}
+				return c.HTML(refusal.Status, forbiddenPage(refusal.Message))
+			}
+			return next(c)
+		}
+	}
+}
+
+// forbiddenPage is the page of a role's refusal.
+func forbiddenPage(msg string) string {
+	return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Not allowed · Leasehold</title></head>
+<body><h1>Not allowed</h1>
+<p data-testid="forbidden">` + html.EscapeString(msg) + `. An admin can change your role on the Users page.</p>
+<p><a href="/">Back to the overview</a></p>
+</body></html>
+`
+}
+
+// RequireSessionOrToken accepts a signed-in user or a bearer token whose
+// role allows need (for scripts fetching artifacts).
+func RequireSessionOrToken(a *auth.Service, tokens *apitoken.Store, need role.Role) echo.MiddlewareFunc {
+	byToken := RequireToken(tokens, need)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		viaToken := byToken(next)
 		return func(c echo.Context) error {
@@ -94,6 +129,9 @@ func RequireSessionOrToken(a *auth.Service, tokens *apitoken.Store, role apitoke
 			}
 			if err != nil {
 				return err
+			}
+			if !sess.Role.Allows(need) {
+				return forbidden("user", sess.Role, need)
 			}
 			c.Set(sessionKey, sess)
 			return next(c)
