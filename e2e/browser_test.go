@@ -371,8 +371,18 @@ func TestBrowserReplayStepsWithArrowKeys(t *testing.T) {
 	b.do(chromedp.KeyEvent(kb.ArrowRight)) // at the end: nothing to follow
 	b.do(chromedp.KeyEvent(kb.ArrowLeft))
 	b.waitJS("step 2 after ←", step+` === "Step 2 of 3" && location.search.includes("step=2")`)
+
+	// A key pressed the moment a step is swapped in, before htmx settles
+	// (a held arrow key does this), still steps in place: the page is not
+	// reloaded, so the marker on window survives.
+	b.do(chromedp.Evaluate[chromedp.Void](`window.samePage = true;
+		document.addEventListener("htmx:afterSwap", () => {
+			document.body.dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowLeft", bubbles: true}));
+		}, {once: true})`))
+	b.do(chromedp.KeyEvent(kb.ArrowRight))
+	b.waitJS("step 2 again, in place, after → and a quick ←", step+` === "Step 2 of 3" && window.samePage === true && location.search.includes("step=2") && document.querySelector("[data-testid=replay-message]").textContent.includes("step 2:")`)
 	b.do(chromedp.Evaluate[chromedp.Void](`fetch(document.querySelector("[data-testid=attempt-bundle]").href).then(r => r.blob().then(z => {
 		document.body.dataset.bundle = r.status + " " + r.headers.get("content-type") + " " + (z.size > 1000);
 	}))`))
-	b.waitJS("the bundle to download with the session", `document.body.dataset.bundle === "200 application/zip true"`)
+	b.waitJS("the bundle to download with the session, on the page never reloaded", `document.body.dataset.bundle === "200 application/zip true" && window.samePage === true`)
 }

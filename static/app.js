@@ -118,6 +118,10 @@
     if (!link) return;
     ev.preventDefault();
     active = v.getAttribute("data-attempt");
+    // htmx binds a swapped-in link only when the swap settles, 20 ms later;
+    // a key pressed (or held) inside that window would follow the bare href
+    // and reload the whole page. Binding it now is harmless twice over.
+    if (window.htmx) window.htmx.process(link);
     link.click();
   });
 
