@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/role"
 )
@@ -209,7 +210,16 @@ func (s *Store) Create(ctx context.Context, name string, role Role) (secret stri
 		return "", Token{}, fmt.Errorf("generating token: %w", err)
 	}
 	secret = SecretPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	row, err := s.q.TokenCreate(ctx, db.TokenCreateParams{Name: name, Role: string(role), TokenHash: hash(secret)})
+	var row db.ApiToken
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		row, err = q.TokenCreate(ctx, db.TokenCreateParams{Name: name, Role: string(role), TokenHash: hash(secret)})
+		if err != nil {
+			return err
+		}
+		return audit.Write(ctx, q, audit.Entry{Action: "token.create", Target: "token:" + name, Detail: map[string]any{"role": role}})
+	})
 	if db.IsUniqueViolation(err, "api_tokens_name_key") {
 		return "", Token{}, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
@@ -352,8 +362,10 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 func (s *Store) Revoke(ctx context.Context, name string) (tok Token, already bool, err error) {
 	var row db.ApiToken
 	err = s.changing(ctx, func(q *db.Queries) (err error) {
-		row, err = q.TokenRevoke(ctx, name)
-		return err
+		if row, err = q.TokenRevoke(ctx, name); err != nil {
+			return err
+		}
+		return audit.Write(ctx, q, audit.Entry{Action: "token.revoke", Target: "token:" + name})
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		row, err = s.q.TokenByName(ctx, name)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/role"
 )
@@ -62,6 +63,7 @@ type Session struct {
 
 // Service signs people in and out.
 type Service struct {
+	pool   *pgxpool.Pool
 	q      *db.Queries
 	logger *slog.Logger
 	// dummyHash is checked for unknown users, so that an answer's timing
@@ -84,7 +86,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Service {
 	}
 	dummy, _ := HashPassword(RandomPassword())
 	return &Service{
-		q: db.New(pool), logger: logger, dummyHash: dummy,
+		pool: pool, q: db.New(pool), logger: logger, dummyHash: dummy,
 		slots: make(chan struct{}, hashSlots()), check: checkPassword,
 	}
 }
@@ -116,14 +118,29 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 	if err != nil {
 		return err
 	}
-	if err := s.q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash, Role: string(role.Admin)}); err != nil {
-		return fmt.Errorf("setting password: %w", err)
-	}
-	// A new password lifts the name's locks, at every address.
-	if err := s.q.LoginFailureClearName(ctx, nameHash(username)); err != nil {
-		return fmt.Errorf("lifting sign-in locks: %w", err)
-	}
-	return nil
+	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		if err := q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash, Role: string(role.Admin)}); err != nil {
+			return audit.Entry{}, fmt.Errorf("setting password: %w", err)
+		}
+		// A new password lifts the name's locks, at every address.
+		if err := q.LoginFailureClearName(ctx, nameHash(username)); err != nil {
+			return audit.Entry{}, fmt.Errorf("lifting sign-in locks: %w", err)
+		}
+		return audit.Entry{Action: "user.set_password", Target: "user:" + username}, nil
+	})
+}
+
+// audited runs change in one transaction with the audit row it returns
+// (package audit), so that the row commits with the change or not at all.
+func (s *Service) audited(ctx context.Context, change func(q *db.Queries) (audit.Entry, error)) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		e, err := change(q)
+		if err != nil {
+			return err
+		}
+		return audit.Write(ctx, q, e)
+	})
 }
 
 // checkUser checks a new user's name and password, and hashes the
@@ -156,12 +173,20 @@ func (s *Service) AddUser(ctx context.Context, username string, r role.Role, pas
 	if err != nil {
 		return User{}, err
 	}
-	u, err := s.q.UserAdd(ctx, db.UserAddParams{Username: username, PasswordHash: hash, Role: string(r)})
-	if db.IsUniqueViolation(err, "users_username_key") {
-		return User{}, fmt.Errorf("%w: %q", ErrUserExists, username)
-	}
+	var u db.UserAddRow
+	err = s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		var err error
+		u, err = q.UserAdd(ctx, db.UserAddParams{Username: username, PasswordHash: hash, Role: string(r)})
+		if db.IsUniqueViolation(err, "users_username_key") {
+			return audit.Entry{}, fmt.Errorf("%w: %q", ErrUserExists, username)
+		}
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("adding user: %w", err)
+		}
+		return audit.Entry{Action: "user.add", Target: "user:" + username, Detail: map[string]any{"role": r}}, nil
+	})
 	if err != nil {
-		return User{}, fmt.Errorf("adding user: %w", err)
+		return User{}, err
 	}
 	return User{ID: u.ID, Username: u.Username, Role: role.Role(u.Role), CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}, nil
 }
@@ -172,31 +197,35 @@ func (s *Service) SetRole(ctx context.Context, username string, r role.Role) err
 	if !r.ForPerson() {
 		return fmt.Errorf("%w (got %q)", ErrBadRole, r)
 	}
-	res, err := s.q.UserSetRole(ctx, db.UserSetRoleParams{Username: username, Role: string(r)})
-	switch {
-	case err != nil:
-		return fmt.Errorf("changing role: %w", err)
-	case !res.Found:
-		return fmt.Errorf("%w: %q", ErrNoUser, username)
-	case !res.Changed:
-		return ErrLastAdmin
-	}
-	return nil
+	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		res, err := q.UserSetRole(ctx, db.UserSetRoleParams{Username: username, Role: string(r)})
+		switch {
+		case err != nil:
+			return audit.Entry{}, fmt.Errorf("changing role: %w", err)
+		case !res.Found:
+			return audit.Entry{}, fmt.Errorf("%w: %q", ErrNoUser, username)
+		case !res.Changed:
+			return audit.Entry{}, ErrLastAdmin
+		}
+		return audit.Entry{Action: "user.set_role", Target: "user:" + username, Detail: map[string]any{"role": r}}, nil
+	})
 }
 
 // RemoveUser removes a user and signs it out everywhere; the last admin
 // stays (ErrLastAdmin).
 func (s *Service) RemoveUser(ctx context.Context, username string) error {
-	res, err := s.q.UserRemove(ctx, username)
-	switch {
-	case err != nil:
-		return fmt.Errorf("removing user: %w", err)
-	case !res.Found:
-		return fmt.Errorf("%w: %q", ErrNoUser, username)
-	case !res.Removed:
-		return ErrLastAdmin
-	}
-	return nil
+	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		res, err := q.UserRemove(ctx, username)
+		switch {
+		case err != nil:
+			return audit.Entry{}, fmt.Errorf("removing user: %w", err)
+		case !res.Found:
+			return audit.Entry{}, fmt.Errorf("%w: %q", ErrNoUser, username)
+		case !res.Removed:
+			return audit.Entry{}, ErrLastAdmin
+		}
+		return audit.Entry{Action: "user.remove", Target: "user:" + username}, nil
+	})
 }
 
 // Users lists every user by name.
@@ -243,18 +272,28 @@ func (s *Service) SignIn(ctx context.Context, client netip.Addr, username, passw
 	if err := s.verify(ctx, key, user, password); err != nil {
 		return "", Session{}, err
 	}
-	if err := s.q.LoginFailureClear(ctx, db.LoginFailureClearParams{NameHash: key.name, Address: key.address}); err != nil {
-		return "", Session{}, fmt.Errorf("clearing failed sign-ins: %w", err)
-	}
-	if err := s.q.UserLoginSucceeded(ctx, user.ID); err != nil {
-		return "", Session{}, fmt.Errorf("recording sign-in: %w", err)
-	}
 	token, csrf := randomToken(), randomToken()
-	err := s.q.SessionCreate(ctx, db.SessionCreateParams{
-		TokenHash: hashToken(token), UserID: user.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
+	// The session, the cleared failures and the audit row of the sign-in
+	// commit together.
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		if err := q.LoginFailureClear(ctx, db.LoginFailureClearParams{NameHash: key.name, Address: key.address}); err != nil {
+			return fmt.Errorf("clearing failed sign-ins: %w", err)
+		}
+		if err := q.UserLoginSucceeded(ctx, user.ID); err != nil {
+			return fmt.Errorf("recording sign-in: %w", err)
+		}
+		err := q.SessionCreate(ctx, db.SessionCreateParams{
+			TokenHash: hashToken(token), UserID: user.ID, CsrfToken: csrf, TtlS: int32(SessionTTL / time.Second),
+		})
+		if err != nil {
+			return fmt.Errorf("creating session: %w", err)
+		}
+		who := audit.Actor{Name: "user:" + user.Username, Role: role.Role(user.Role), Addr: addrText(client)}
+		return audit.WriteAs(ctx, q, who, audit.Entry{Action: "sign_in", Target: "user:" + user.Username})
 	})
 	if err != nil {
-		return "", Session{}, fmt.Errorf("creating session: %w", err)
+		return "", Session{}, err
 	}
 	return token, Session{UserID: user.ID, Username: user.Username, Role: role.Role(user.Role), CSRFToken: csrf}, nil
 }

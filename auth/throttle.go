@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -45,10 +48,20 @@ func hashSlots() int { return 2 * runtime.NumCPU() }
 type throttleKey struct {
 	name    []byte       // nameHash of the name as typed
 	address netip.Prefix // addressKey of the client
+	client  netip.Addr   // the client, for the audit trail
 }
 
 func newThrottleKey(client netip.Addr, username string) throttleKey {
-	return throttleKey{name: nameHash(username), address: addressKey(client)}
+	return throttleKey{name: nameHash(username), address: addressKey(client), client: client}
+}
+
+// addrText is a client address as the audit trail keeps it: "" for
+// none.
+func addrText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.Unmap().String()
 }
 
 // nameHash is the SHA-256 of the name as typed, trimmed and lower-cased,
@@ -112,7 +125,7 @@ func (s *Service) verify(ctx context.Context, key throttleKey, user *db.UserByNa
 	if ok && user != nil && len(password) <= 1024 {
 		return nil
 	}
-	n, err := s.recordFailure(ctx, key)
+	n, err := s.recordFailure(ctx, key, user)
 	if err != nil {
 		return err
 	}
@@ -147,10 +160,28 @@ func (s *Service) takeSlot(ctx context.Context) error {
 
 // recordFailure counts a failed sign-in of key and, now and then, has
 // stale counts forgotten.
-func (s *Service) recordFailure(ctx context.Context, key throttleKey) (db.LoginFailureRecordRow, error) {
-	n, err := s.q.LoginFailureRecord(ctx, db.LoginFailureRecordParams{Now: s.clock(), NameHash: key.name, Address: key.address})
+//
+// The count and the failure's audit row commit together. The row names
+// the account when there is one; a name that is no account is not kept
+// (it is sometimes a password typed into the wrong field).
+func (s *Service) recordFailure(ctx context.Context, key throttleKey, user *db.UserByNameRow) (db.LoginFailureRecordRow, error) {
+	var n db.LoginFailureRecordRow
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		n, err = q.LoginFailureRecord(ctx, db.LoginFailureRecordParams{Now: s.clock(), NameHash: key.name, Address: key.address})
+		if err != nil {
+			return fmt.Errorf("counting failed sign-in: %w", err)
+		}
+		who, target := audit.Actor{Name: "unknown", Addr: addrText(key.client)}, ""
+		if user != nil {
+			who.Name, target = "user:"+user.Username, "user:"+user.Username
+		}
+		return audit.WriteAs(ctx, q, who, audit.Entry{Action: "sign_in.failed", Target: target,
+			Detail: map[string]any{"failures": n.NameFailures, "address_failures": n.AddressFailures}})
+	})
 	if err != nil {
-		return n, fmt.Errorf("counting failed sign-in: %w", err)
+		return n, err
 	}
 	if last := s.lastSweep.Load(); time.Since(time.Unix(0, last)) >= sweepEvery &&
 		s.lastSweep.CompareAndSwap(last, time.Now().UnixNano()) {

@@ -163,6 +163,17 @@ type AttemptUsage struct {
 	ReportedAt   time.Time
 }
 
+type AuditLog struct {
+	ID     int64
+	At     time.Time
+	Actor  string
+	Role   string
+	Addr   string
+	Action string
+	Target string
+	Detail json.RawMessage
+}
+
 type AvailabilityWindow struct {
 	Scope     string
 	Name      string

@@ -3,7 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strconv"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -44,11 +46,16 @@ func (c *Client) Cancel(ctx context.Context, f Selection, actor string) ([]Job, 
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}
-	rows, err := c.q.JobCancel(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("cancelling jobs: %w", inputRefused(err, ""))
-	}
-	return toJobs(rows), nil
+	var jobs []Job
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		rows, err := q.JobCancel(ctx, p)
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("cancelling jobs: %w", inputRefused(err, ""))
+		}
+		jobs = toJobs(rows)
+		return f.auditEntry("cancel", jobs), nil
+	})
+	return jobs, err
 }
 
 // Retry moves the dead or cancelled jobs that f selects back to pending,
@@ -61,17 +68,60 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}
-	rows, err := c.q.JobRetry(ctx, p)
+	var jobs []Job
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		rows, err := q.JobRetry(ctx, p)
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("retrying jobs: %w", inputRefused(err, ""))
+		}
+		jobs = toJobs(rows)
+		return f.auditEntry("retry", jobs), nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("retrying jobs: %w", inputRefused(err, ""))
+		return nil, err
 	}
-	jobs := toJobs(rows)
 	queues := map[string]bool{}
 	for _, j := range jobs {
 		queues[j.Queue] = true
 	}
 	c.notifyJobs(ctx, mapKeys(queues))
 	return jobs, nil
+}
+
+// auditEntry is the audit row of a retry or cancel (verb) of f that
+// changed jobs: "job.VERB" of one job picked by its id, else "jobs.VERB"
+// with the selection, the count and the first auditedIDs ids. A change
+// of no job is no entry (Action "").
+func (f Selection) auditEntry(verb string, jobs []Job) audit.Entry {
+	if len(jobs) == 0 {
+		return audit.Entry{}
+	}
+	detail := map[string]any{}
+	if verb == "retry" {
+		detail["checkpoint"] = "resume"
+		if f.StartOver {
+			detail["checkpoint"] = "start_over"
+		}
+	}
+	if len(f.IDs) == 1 && f.State == "" && f.Kind == "" && f.Queue == "" {
+		return audit.Entry{Action: "job." + verb, Target: "job:" + strconv.FormatInt(jobs[0].ID, 10), Detail: detail}
+	}
+	sel := map[string]any{}
+	if len(f.IDs) > 0 {
+		sel["ids"] = f.IDs[:min(len(f.IDs), auditedIDs)]
+		sel["id_count"] = len(f.IDs)
+	}
+	for k, v := range map[string]string{"state": string(f.State), "kind": f.Kind, "queue": f.Queue} {
+		if v != "" {
+			sel[k] = v
+		}
+	}
+	ids := make([]int64, 0, min(len(jobs), auditedIDs))
+	for _, j := range jobs[:cap(ids)] {
+		ids = append(ids, j.ID)
+	}
+	detail["selection"], detail["count"], detail["ids"] = sel, len(jobs), ids
+	return audit.Entry{Action: "jobs." + verb, Detail: detail}
 }
 
 // Why a retry or a cancel leaves a job alone (ErrWrongState, or a job a

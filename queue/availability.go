@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/api"
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/window"
 )
@@ -57,11 +58,18 @@ func (c *Client) SetAvailability(ctx context.Context, scope, name, text, by stri
 	if by != "" {
 		who = &by
 	}
-	row, err := c.q.AvailabilitySet(ctx, db.AvailabilitySetParams{
-		Scope: scope, Name: name, Spec: w.Text, Zone: w.Zone, Starts: starts, Ends: ends, UpdatedBy: who,
+	var row db.AvailabilityWindow
+	err = c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		row, err = q.AvailabilitySet(ctx, db.AvailabilitySetParams{
+			Scope: scope, Name: name, Spec: w.Text, Zone: w.Zone, Starts: starts, Ends: ends, UpdatedBy: who,
+		})
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("setting availability: %w", err)
+		}
+		return audit.Entry{Action: "availability.set", Target: scope + ":" + name, Detail: map[string]any{"window": w.Text}}, nil
 	})
 	if err != nil {
-		return Availability{}, fmt.Errorf("setting availability: %w", err)
+		return Availability{}, err
 	}
 	// A window may now be open where none was, or open wider: idle
 	// workers claim again at once instead of at their next poll.
@@ -72,12 +80,18 @@ func (c *Client) SetAvailability(ctx context.Context, scope, name, text, by stri
 // ClearAvailability removes the window of name (scope): it may claim at
 // any time again. ErrNotFound when it had none.
 func (c *Client) ClearAvailability(ctx context.Context, scope, name string) error {
-	n, err := c.q.AvailabilityDelete(ctx, db.AvailabilityDeleteParams{Scope: scope, Name: name})
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		n, err := q.AvailabilityDelete(ctx, db.AvailabilityDeleteParams{Scope: scope, Name: name})
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("clearing availability: %w", err)
+		}
+		if n == 0 {
+			return audit.Entry{}, ErrNotFound
+		}
+		return audit.Entry{Action: "availability.clear", Target: scope + ":" + name}, nil
+	})
 	if err != nil {
-		return fmt.Errorf("clearing availability: %w", err)
-	}
-	if n == 0 {
-		return ErrNotFound
+		return err
 	}
 	c.notifyAllQueues(ctx) // as SetAvailability
 	return nil

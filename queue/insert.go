@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -35,7 +37,11 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 			}
 		}
 		job, existed, err = c.insert(ctx, q, nj)
-		return err
+		if err != nil || existed {
+			return err
+		}
+		return audit.Write(ctx, q, audit.Entry{Action: "job.submit", Target: "job:" + strconv.FormatInt(job.ID, 10),
+			Detail: map[string]any{"kind": job.Kind, "queue": job.Queue, "app": nj.app}})
 	})
 	if err != nil {
 		return job, existed, err
@@ -139,53 +145,78 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	var jobs []Job
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
-		if len(ratedQueues) > 0 {
-			if err := refuseRatedInCapped(ctx, q, slices.Collect(maps.Keys(ratedQueues)), func(queue string) string {
-				return fmt.Sprintf("jobs[%d].rate_limits", ratedQueues[queue])
-			}); err != nil {
-				return err
-			}
+		var made []Job
+		if err := c.insertBatch(ctx, q, njs, encoded, keys, ratedQueues, &jobs, &made); err != nil {
+			return err
 		}
-		rows, err := q.JobInsertMany(ctx, encoded)
-		if err != nil {
-			return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
-		}
-		inserted := toJobs(rows)
-		if len(inserted) == len(njs) {
-			jobs = inserted
+		if len(made) == 0 {
 			return nil
 		}
-		existing, err := q.JobGetByIdempotencyKeys(ctx, keys)
-		if err != nil {
-			return fmt.Errorf("reading jobs by idempotency key: %w", err)
+		ids := make([]int64, 0, min(len(made), auditedIDs))
+		for _, j := range made[:cap(ids)] {
+			ids = append(ids, j.ID)
 		}
-		byKey := map[string]Job{}
-		for _, r := range existing {
-			byKey[*r.IdempotencyKey] = toJob(r)
-		}
-		// Rows come back in input order; match them up again by key.
-		jobs = make([]Job, 0, len(njs))
-		next := 0
-		for i, nj := range njs {
-			if next < len(inserted) && (nj.IdempotencyKey == nil ||
-				(inserted[next].IdempotencyKey != nil && *inserted[next].IdempotencyKey == *nj.IdempotencyKey)) {
-				jobs = append(jobs, inserted[next])
-				next++
-				continue
-			}
-			j, ok := byKey[*nj.IdempotencyKey]
-			if !ok || !sameJob(j, nj) {
-				return fmt.Errorf("jobs[%d]: %w", i, ErrIdempotencyConflict)
-			}
-			jobs = append(jobs, j)
-		}
-		return nil
+		return audit.Write(ctx, q, audit.Entry{Action: "jobs.submit",
+			Detail: map[string]any{"count": len(made), "ids": ids, "queues": mapKeys(queues)}})
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.notifyJobs(ctx, mapKeys(queues))
 	return jobs, nil
+}
+
+// auditedIDs bounds the job ids a bulk action's audit row lists; its
+// count is always whole.
+const auditedIDs = 100
+
+// insertBatch inserts a batch in q's transaction: jobs is every job of
+// the batch in input order (those an idempotency key already named
+// included), made the jobs it inserted.
+func (c *Client) insertBatch(ctx context.Context, q *db.Queries, njs []NewJob, encoded []byte, keys []string,
+	ratedQueues map[string]int, jobs, made *[]Job) error {
+	if len(ratedQueues) > 0 {
+		if err := refuseRatedInCapped(ctx, q, slices.Collect(maps.Keys(ratedQueues)), func(queue string) string {
+			return fmt.Sprintf("jobs[%d].rate_limits", ratedQueues[queue])
+		}); err != nil {
+			return err
+		}
+	}
+	rows, err := q.JobInsertMany(ctx, encoded)
+	if err != nil {
+		return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
+	}
+	inserted := toJobs(rows)
+	*made = inserted
+	if len(inserted) == len(njs) {
+		*jobs = inserted
+		return nil
+	}
+	existing, err := q.JobGetByIdempotencyKeys(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("reading jobs by idempotency key: %w", err)
+	}
+	byKey := map[string]Job{}
+	for _, r := range existing {
+		byKey[*r.IdempotencyKey] = toJob(r)
+	}
+	// Rows come back in input order; match them up again by key.
+	*jobs = make([]Job, 0, len(njs))
+	next := 0
+	for i, nj := range njs {
+		if next < len(inserted) && (nj.IdempotencyKey == nil ||
+			(inserted[next].IdempotencyKey != nil && *inserted[next].IdempotencyKey == *nj.IdempotencyKey)) {
+			*jobs = append(*jobs, inserted[next])
+			next++
+			continue
+		}
+		j, ok := byKey[*nj.IdempotencyKey]
+		if !ok || !sameJob(j, nj) {
+			return fmt.Errorf("jobs[%d]: %w", i, ErrIdempotencyConflict)
+		}
+		*jobs = append(*jobs, j)
+	}
+	return nil
 }
 
 // refuseRatedInCapped refuses jobs naming rate-limit keys in a capped

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -102,12 +103,29 @@ func (c *Client) PatchQueue(ctx context.Context, name string, p QueuePatch, acto
 			return QueueInfo{}, invalid("max_running", "cannot be set on queue %q while jobs naming rate limits wait in it: queue caps and rate limits do not combine yet", name)
 		}
 	}
-	s, err := c.q.QueueSettingsUpsert(ctx, db.QueueSettingsUpsertParams{
-		Name: name, Paused: p.Paused, Actor: actor,
-		SetMaxRunning: p.ClearMaxRunning || p.MaxRunning != nil, MaxRunning: p.MaxRunning,
+	var s db.QueueSetting
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		var err error
+		s, err = q.QueueSettingsUpsert(ctx, db.QueueSettingsUpsertParams{
+			Name: name, Paused: p.Paused, Actor: actor,
+			SetMaxRunning: p.ClearMaxRunning || p.MaxRunning != nil, MaxRunning: p.MaxRunning,
+		})
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("changing queue %s: %w", name, inputRefused(err, ""))
+		}
+		detail := map[string]any{}
+		if p.Paused != nil {
+			detail["paused"] = *p.Paused
+		}
+		if p.MaxRunning != nil {
+			detail["max_running"] = *p.MaxRunning
+		} else if p.ClearMaxRunning {
+			detail["max_running"] = nil
+		}
+		return audit.Entry{Action: "queue.update", Target: "queue:" + name, Detail: detail}, nil
 	})
 	if err != nil {
-		return QueueInfo{}, fmt.Errorf("changing queue %s: %w", name, inputRefused(err, ""))
+		return QueueInfo{}, err
 	}
 	if !s.Paused {
 		c.notifyJobs(ctx, []string{name})

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -204,9 +205,15 @@ func (c *Client) SetRateLimit(ctx context.Context, key string, budgets []string,
 		}
 		windows, limits = append(windows, w), append(limits, int32(b.Limit))
 	}
-	err := c.q.RateLimitSet(ctx, db.RateLimitSetParams{Key: key, WindowS: windows, Budgets: limits, Actor: actor})
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		err := q.RateLimitSet(ctx, db.RateLimitSetParams{Key: key, WindowS: windows, Budgets: limits, Actor: actor})
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("setting rate limit %s: %w", key, inputRefused(err, "key"))
+		}
+		return audit.Entry{Action: "rate_limit.set", Target: "rate_limit:" + key, Detail: map[string]any{"budgets": budgets}}, nil
+	})
 	if err != nil {
-		return RateLimit{}, fmt.Errorf("setting rate limit %s: %w", key, inputRefused(err, "key"))
+		return RateLimit{}, err
 	}
 	// A budget raised or a window dropped may let waiting jobs run.
 	c.notifyAllQueues(ctx)
@@ -221,12 +228,18 @@ func (c *Client) DeleteRateLimit(ctx context.Context, key string) error {
 	if err := CheckRateLimitKey("key", key); err != nil {
 		return err
 	}
-	n, err := c.q.RateLimitDelete(ctx, key)
+	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+		n, err := q.RateLimitDelete(ctx, key)
+		if err != nil {
+			return audit.Entry{}, fmt.Errorf("deleting rate limit %s: %w", key, err)
+		}
+		if n == 0 {
+			return audit.Entry{}, ErrNotFound
+		}
+		return audit.Entry{Action: "rate_limit.delete", Target: "rate_limit:" + key}, nil
+	})
 	if err != nil {
-		return fmt.Errorf("deleting rate limit %s: %w", key, err)
-	}
-	if n == 0 {
-		return ErrNotFound
+		return err
 	}
 	c.notifyAllQueues(ctx)
 	return nil

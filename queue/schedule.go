@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/db"
 )
 
@@ -157,6 +158,11 @@ func (c *Client) CreateSchedule(ctx context.Context, ns NewSchedule, now time.Ti
 		if err != nil {
 			return fmt.Errorf("inserting schedule: %w", inputRefused(err, ""))
 		}
+		err = audit.Write(ctx, q, audit.Entry{Action: "schedule.create", Target: "schedule:" + ns.Name,
+			Detail: map[string]any{"cron": ns.Cron, "timezone": ns.Timezone, "paused": ns.Paused, "job": json.RawMessage(job)}})
+		if err != nil {
+			return err
+		}
 		return notifySchedules(ctx, q, ns.Name)
 	})
 	if err != nil {
@@ -247,6 +253,11 @@ func (c *Client) UpdateSchedule(ctx context.Context, name string, p SchedulePatc
 		if row, err = q.ScheduleUpdate(ctx, params); err != nil {
 			return fmt.Errorf("updating schedule: %w", inputRefused(err, ""))
 		}
+		err = audit.Write(ctx, q, audit.Entry{Action: "schedule.update", Target: "schedule:" + name,
+			Detail: map[string]any{"cron": params.Cron, "timezone": params.Timezone, "paused": params.Paused, "job": json.RawMessage(params.Job)}})
+		if err != nil {
+			return err
+		}
 		return notifySchedules(ctx, q, name)
 	})
 	if err != nil {
@@ -265,6 +276,9 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 		}
 		if n == 0 {
 			return ErrScheduleNotFound
+		}
+		if err := audit.Write(ctx, q, audit.Entry{Action: "schedule.delete", Target: "schedule:" + name}); err != nil {
+			return err
 		}
 		return notifySchedules(ctx, q, name)
 	})

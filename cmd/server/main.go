@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/user"
 	"runtime/debug"
 	"time"
 	// Schedules name IANA timezones: the server reads them the same on a
@@ -25,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/auth"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/db"
@@ -432,11 +434,23 @@ func withDatabase(name string, fn func(context.Context, *pgxpool.Pool, io.Writer
 				return err
 			}
 		}
-		return fn(ctx, pool, &out)
+		return fn(audit.NewContext(ctx, cliActor()), pool, &out)
 	}()
 	cli.FlushLog(logger)
 	_, _ = os.Stdout.Write(out.Bytes())
 	return err
+}
+
+// cliActor is who the audit trail says ran a command: "cli:" and the
+// operating system's user.
+func cliActor() audit.Actor {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	} else if v := os.Getenv("USER"); v != "" {
+		name = v
+	}
+	return audit.Actor{Name: "cli:" + name}
 }
 
 // checkSchema says when pool's database is not at this build's schema

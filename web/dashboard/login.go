@@ -96,7 +96,7 @@ func (h *Handler) Logout(c echo.Context) error {
 // clientAddr is the address sign-ins are throttled by; the zero Addr
 // when the request's cannot be read.
 func clientAddr(c echo.Context) netip.Addr {
-	a, _ := netip.ParseAddr(c.RealIP())
+	a, _ := netip.ParseAddr(httpx.ClientAddr(c))
 	return a
 }
 

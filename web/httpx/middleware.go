@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/apitoken"
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/role"
 )
 
@@ -89,6 +91,7 @@ func RequireToken(tokens *apitoken.Store, need role.Role) echo.MiddlewareFunc {
 				return forbidden("token", tok.Role, need)
 			}
 			c.Set(TokenKey, tok)
+			setAuditActor(c, "token:"+tok.Name, tok.Role)
 			return next(c)
 		}
 	}
@@ -113,6 +116,24 @@ func bearer(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// setAuditActor makes the authenticated caller the actor of what the
+// request changes (package audit), from the address the sign-in
+// throttle sees (echo's RealIP, which trusts only LEASEHOLD_TRUSTED_PROXIES).
+func setAuditActor(c echo.Context, name string, r role.Role) {
+	ctx := audit.NewContext(c.Request().Context(), audit.Actor{Name: name, Role: r, Addr: ClientAddr(c)})
+	c.SetRequest(c.Request().WithContext(ctx))
+}
+
+// ClientAddr is the client's address as the sign-in throttle and the
+// audit trail see it; "" when the request's cannot be read.
+func ClientAddr(c echo.Context) string {
+	a, err := netip.ParseAddr(c.RealIP())
+	if err != nil {
+		return ""
+	}
+	return a.Unmap().String()
 }
 
 // Actor names the caller in the events of the jobs it changes.

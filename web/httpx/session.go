@@ -71,6 +71,7 @@ func RequireSession(a *auth.Service) echo.MiddlewareFunc {
 			}
 			c.Set(sessionKey, sess)
 			c.SetRequest(c.Request().WithContext(role.NewContext(c.Request().Context(), sess.Role)))
+			setAuditActor(c, "user:"+sess.Username, sess.Role)
 			if !safeMethod(c.Request().Method) {
 				if err := checkForgery(c, sess); err != nil {
 					return err
@@ -134,6 +135,7 @@ func RequireSessionOrToken(a *auth.Service, tokens *apitoken.Store, need role.Ro
 				return forbidden("user", sess.Role, need)
 			}
 			c.Set(sessionKey, sess)
+			setAuditActor(c, "user:"+sess.Username, sess.Role)
 			return next(c)
 		}
 	}
