@@ -22,6 +22,9 @@ type Selection struct {
 	// StartOver, for a retry only, clears each job's checkpoint: its next
 	// attempt starts from the beginning instead of resuming.
 	StartOver bool
+	// one marks the selection of CancelOne and RetryOne: its audit row
+	// names the job rather than a bulk selection.
+	one bool
 }
 
 func (s Selection) check() error {
@@ -89,7 +92,7 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 }
 
 // auditEntry is the audit row of a retry or cancel (verb) of f that
-// changed jobs: "job.VERB" of one job picked by its id, else "jobs.VERB"
+// changed jobs: "job.VERB" of CancelOne or RetryOne, else "jobs.VERB"
 // with the selection, the count and the first auditedIDs ids. A change
 // of no job is no entry (Action "").
 func (f Selection) auditEntry(verb string, jobs []Job) audit.Entry {
@@ -103,7 +106,7 @@ func (f Selection) auditEntry(verb string, jobs []Job) audit.Entry {
 			detail["checkpoint"] = "start_over"
 		}
 	}
-	if len(f.IDs) == 1 && f.State == "" && f.Kind == "" && f.Queue == "" {
+	if f.one {
 		return audit.Entry{Action: "job." + verb, Target: "job:" + strconv.FormatInt(jobs[0].ID, 10), Detail: detail}
 	}
 	sel := map[string]any{}
@@ -134,19 +137,19 @@ const (
 
 // CancelOne cancels one job: ErrWrongState unless pending or running.
 func (c *Client) CancelOne(ctx context.Context, id int64, actor string) (Job, error) {
-	return c.one(ctx, Selection{IDs: []int64{id}}, actor, c.Cancel)
+	return c.one(ctx, Selection{IDs: []int64{id}, one: true}, actor, c.Cancel)
 }
 
 // RetryOne retries one job: ErrWrongState unless dead or cancelled. Its
 // next attempt resumes from its checkpoint, if it has one.
 func (c *Client) RetryOne(ctx context.Context, id int64, actor string) (Job, error) {
-	return c.one(ctx, Selection{IDs: []int64{id}}, actor, c.Retry)
+	return c.one(ctx, Selection{IDs: []int64{id}, one: true}, actor, c.Retry)
 }
 
 // RetryOneStartOver is RetryOne, the job's checkpoint cleared first: its
 // next attempt starts from the beginning.
 func (c *Client) RetryOneStartOver(ctx context.Context, id int64, actor string) (Job, error) {
-	return c.one(ctx, Selection{IDs: []int64{id}, StartOver: true}, actor, c.Retry)
+	return c.one(ctx, Selection{IDs: []int64{id}, StartOver: true, one: true}, actor, c.Retry)
 }
 
 func (c *Client) one(ctx context.Context, sel Selection, actor string, act func(context.Context, Selection, string) ([]Job, error)) (Job, error) {
