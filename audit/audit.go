@@ -100,7 +100,7 @@ type Row struct {
 type Filter struct {
 	Actor, Action, Target string
 	Since, Until          time.Time
-	Before               int64
+	Before                int64
 }
 
 // MaxPage bounds a page of the trail.

@@ -92,4 +92,3 @@ func TestAuditRowCommitsWithItsChange(t *testing.T) {
 		t.Fatalf("%d jobs left by a submit whose audit row failed (%v), want 0", made, err)
 	}
 }
-
