@@ -1910,6 +1910,222 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 	return items, nil
 }
 
+const jobSearchIndexed = `-- name: JobSearchIndexed :many
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+     WHERE state <> 'running'
+       AND job_search_text(app, payload, last_error, result) LIKE $1::text
+       AND ($2::job_state IS NULL OR state = $2)
+       AND ($3::text IS NULL OR kind = $3)
+       AND ($4::text IS NULL OR queue = $4)
+       AND ($5::text IS NULL OR app = $5)
+       AND ($6::bigint = 0 OR id < $6)
+     ORDER BY id DESC
+     LIMIT $7)
+    UNION ALL
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+     WHERE state = 'running'
+       AND job_search_text(app, payload, last_error, result) LIKE $1::text
+       AND ($2::job_state IS NULL OR state = $2)
+       AND ($3::text IS NULL OR kind = $3)
+       AND ($4::text IS NULL OR queue = $4)
+       AND ($5::text IS NULL OR app = $5)
+       AND ($6::bigint = 0 OR id < $6)
+     ORDER BY id DESC
+     LIMIT $7)
+) found
+ORDER BY id DESC
+LIMIT $7
+`
+
+type JobSearchIndexedParams struct {
+	Pattern  string
+	State    *JobState
+	Kind     *string
+	Queue    *string
+	App      *string
+	BeforeID int64
+	Max      int32
+}
+
+// Search's second look, for a term too rare to fill a page among the
+// recent jobs: every match older than the cursor through
+// jobs_search_idx (jobs that are not running) and jobs_running_idx
+// (running ones, at most the workers' slots), newest first. The caller
+// allows only bitmap scans for it (SET LOCAL), so that the planner
+// cannot walk the whole table by id hoping to meet a match soon.
+func (q *Queries) JobSearchIndexed(ctx context.Context, arg JobSearchIndexedParams) ([]Job, error) {
+	rows, err := q.db.Query(ctx, jobSearchIndexed,
+		arg.Pattern,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.App,
+		arg.BeforeID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.Payload,
+			&i.App,
+			&i.Device,
+			&i.State,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.CountedAttempts,
+			&i.RunAt,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.LeaseToken,
+			&i.LeaseMs,
+			&i.HeartbeatAt,
+			&i.AttemptStartedAt,
+			&i.TimeoutMs,
+			&i.CancelRequested,
+			&i.IdempotencyKey,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.LastError,
+			&i.Result,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.Schedule,
+			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobSearchRecent = `-- name: JobSearchRecent :many
+SELECT w.id, w.kind, w.queue, w.priority, w.payload, w.app, w.device, w.state, w.attempt, w.max_attempts, w.counted_attempts, w.run_at, w.lease_owner, w.lease_until, w.lease_token, w.lease_ms, w.heartbeat_at, w.attempt_started_at, w.timeout_ms, w.cancel_requested, w.idempotency_key, w.backoff_base_ms, w.backoff_max_ms, w.last_error, w.result, w.created_at, w.finished_at, w.concurrency_key, w.concurrency_limit, w.schedule, w.handover_pending, w.checkpoint, w.checkpoint_step, w.checkpoint_attempt, w.checkpoint_at, w.max_cost, w.max_steps, w.cost_spent_micros, w.steps_spent, w.rate_limits FROM (
+    SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+    WHERE id < CASE WHEN $1::bigint > 0 THEN $1 ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END
+      AND id >= CASE WHEN $1::bigint > 0 THEN $1 ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END - $2::bigint
+    ORDER BY id DESC
+    OFFSET 0
+) w
+WHERE job_search_text(w.app, w.payload, w.last_error, w.result) LIKE $3::text
+  AND ($4::job_state IS NULL OR w.state = $4)
+  AND ($5::text IS NULL OR w.kind = $5)
+  AND ($6::text IS NULL OR w.queue = $6)
+  AND ($7::text IS NULL OR w.app = $7)
+LIMIT $8
+`
+
+type JobSearchRecentParams struct {
+	BeforeID int64
+	Span     int64
+	Pattern  string
+	State    *JobState
+	Kind     *string
+	Queue    *string
+	App      *string
+	Max      int32
+}
+
+// Search's first look (queue.Client.Search): the @span jobs before
+// the cursor (@before_id; 0 for the newest), walked newest first by the
+// primary key, each tested against @pattern (a LIKE pattern of lower
+// case). A common term fills a page here after a few rows. OFFSET 0
+// keeps the planner from reaching for jobs_search_idx, which for a
+// common term would collect every match before sorting them.
+func (q *Queries) JobSearchRecent(ctx context.Context, arg JobSearchRecentParams) ([]Job, error) {
+	rows, err := q.db.Query(ctx, jobSearchRecent,
+		arg.BeforeID,
+		arg.Span,
+		arg.Pattern,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.App,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.Payload,
+			&i.App,
+			&i.Device,
+			&i.State,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.CountedAttempts,
+			&i.RunAt,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.LeaseToken,
+			&i.LeaseMs,
+			&i.HeartbeatAt,
+			&i.AttemptStartedAt,
+			&i.TimeoutMs,
+			&i.CancelRequested,
+			&i.IdempotencyKey,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.LastError,
+			&i.Result,
+			&i.CreatedAt,
+			&i.FinishedAt,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.Schedule,
+			&i.HandoverPending,
+			&i.Checkpoint,
+			&i.CheckpointStep,
+			&i.CheckpointAttempt,
+			&i.CheckpointAt,
+			&i.MaxCost,
+			&i.MaxSteps,
+			&i.CostSpentMicros,
+			&i.StepsSpent,
+			&i.RateLimits,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobStop = `-- name: JobStop :one
 WITH stopped AS (
     UPDATE jobs

@@ -794,3 +794,57 @@ LEFT JOIN LATERAL (
 ) rl ON true
 JOIN d ON d.queue = j.queue AND d.device IS NOT DISTINCT FROM j.device AND d.timeout_ms IS NOT DISTINCT FROM j.timeout_ms
 ORDER BY j.id;
+
+-- name: JobSearchRecent :many
+-- Search's first look (queue.Client.Search): the @span jobs before
+-- the cursor (@before_id; 0 for the newest), walked newest first by the
+-- primary key, each tested against @pattern (a LIKE pattern of lower
+-- case). A common term fills a page here after a few rows. OFFSET 0
+-- keeps the planner from reaching for jobs_search_idx, which for a
+-- common term would collect every match before sorting them.
+SELECT w.* FROM (
+    SELECT * FROM jobs
+    WHERE id < CASE WHEN @before_id::bigint > 0 THEN @before_id ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END
+      AND id >= CASE WHEN @before_id::bigint > 0 THEN @before_id ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END - @span::bigint
+    ORDER BY id DESC
+    OFFSET 0
+) w
+WHERE job_search_text(w.app, w.payload, w.last_error, w.result) LIKE @pattern::text
+  AND (sqlc.narg('state')::job_state IS NULL OR w.state = sqlc.narg('state'))
+  AND (sqlc.narg('kind')::text IS NULL OR w.kind = sqlc.narg('kind'))
+  AND (sqlc.narg('queue')::text IS NULL OR w.queue = sqlc.narg('queue'))
+  AND (sqlc.narg('app')::text IS NULL OR w.app = sqlc.narg('app'))
+LIMIT @max;
+
+-- name: JobSearchIndexed :many
+-- Search's second look, for a term too rare to fill a page among the
+-- recent jobs: every match older than the cursor through
+-- jobs_search_idx (jobs that are not running) and jobs_running_idx
+-- (running ones, at most the workers' slots), newest first. The caller
+-- allows only bitmap scans for it (SET LOCAL), so that the planner
+-- cannot walk the whole table by id hoping to meet a match soon.
+SELECT * FROM (
+    (SELECT * FROM jobs
+     WHERE state <> 'running'
+       AND job_search_text(app, payload, last_error, result) LIKE @pattern::text
+       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+       AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
+       AND (@before_id::bigint = 0 OR id < @before_id)
+     ORDER BY id DESC
+     LIMIT @max)
+    UNION ALL
+    (SELECT * FROM jobs
+     WHERE state = 'running'
+       AND job_search_text(app, payload, last_error, result) LIKE @pattern::text
+       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
+       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
+       AND (sqlc.narg('app')::text IS NULL OR app = sqlc.narg('app'))
+       AND (@before_id::bigint = 0 OR id < @before_id)
+     ORDER BY id DESC
+     LIMIT @max)
+) found
+ORDER BY id DESC
+LIMIT @max;

@@ -114,12 +114,18 @@ type Filter struct {
 	Queue string
 	App   string
 	IDs   []int64
+	// Text, when set, is searched for (Search) in the job's app,
+	// payload, last error and result; CheckSearch says what it may be.
+	Text string
 }
 
 // List returns up to limit jobs matching f, newest first, older than
 // before (0: from the newest). next is the cursor of the following page, or
 // nil on the last one.
 func (c *Client) List(ctx context.Context, f Filter, before int64, limit int) (jobs []Job, next *int64, err error) {
+	if f.Text != "" {
+		return c.search(ctx, f, before, limit)
+	}
 	params := db.JobListParams{Max: int32(limit + 1), Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), App: nonEmpty(f.App)}
 	if f.State != "" {
 		params.State = ptr(db.JobState(f.State))

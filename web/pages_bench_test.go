@@ -66,6 +66,8 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		"/jobs?kind=report&state=succeeded", fmt.Sprintf("/jobs?cursor=%d", midCursor), "/dead",
 		fmt.Sprintf("/dead?cursor=%d", midCursor), "/workers", fmt.Sprintf("/jobs/%d", deadID), "/jobs/new", "/queues",
 		"/api/v1/jobs?state=dead", "/api/v1/stats", "/api/v1/workers", "/api/v1/queues",
+		// Search: a term in one job of 100,000, one in a thousand, one in every job.
+		"/jobs?q=r5ct-tester", "/jobs?q=com.example.app777", "/jobs?q=onboarding", "/api/v1/jobs?q=r5ct-tester&state=succeeded",
 	}
 	for _, path := range pages {
 		b.Run(path, func(b *testing.B) {

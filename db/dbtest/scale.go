@@ -72,7 +72,8 @@ INSERT INTO jobs (kind, queue, priority, payload, app, state, attempt, max_attem
 SELECT CASE WHEN g %% 10 = 0 THEN 'report' ELSE 'app_investigation' END,
        CASE WHEN g %% 7 = 0 THEN 'urgent' ELSE 'default' END,
        0,
-       jsonb_build_object('app', 'com.example.app' || (g %% 1000), 'instructions', 'Open the app and walk through onboarding.'),
+       jsonb_build_object('app', 'com.example.app' || (g %% 1000), 'instructions', 'Open the app and walk through onboarding.' ||
+                          CASE WHEN g %% 100000 = 7 THEN ' Then log in as R5CT-tester.' ELSE '' END),
        'com.example.app' || (g %% 1000),
        st, CASE WHEN st = 'pending' THEN 0 ELSE 1 END, 5, CASE WHEN st = 'dead' THEN 1 ELSE 0 END,
        created, CASE WHEN st = 'pending' THEN NULL ELSE 'worker-' || (g %% 20) END,

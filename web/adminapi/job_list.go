@@ -3,6 +3,7 @@ package adminapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,7 +19,9 @@ const (
 )
 
 // ListJobs lists jobs newest first, filtered by state, kind, queue and app,
-// one keyset page at a time: cursor is the next_cursor of the page before.
+// and q, a text searched for in their app, payload, last error and
+// result; one keyset page at a time: cursor is the next_cursor of the
+// page before.
 func (h *Handler) ListJobs(c echo.Context) error {
 	var f queue.Filter
 	if st := c.QueryParam("state"); st != "" {
@@ -32,6 +35,12 @@ func (h *Handler) ListJobs(c echo.Context) error {
 		if err := httpx.CheckText(p[0], p[1]); err != nil {
 			return err
 		}
+	}
+	if q := strings.TrimSpace(c.QueryParam("q")); q != "" || c.QueryParams().Has("q") {
+		if err := queue.CheckSearch("q", q); err != nil {
+			return err
+		}
+		f.Text = q
 	}
 	limit := int64(defaultListLimit)
 	if v := c.QueryParam("limit"); v != "" {

@@ -37,7 +37,7 @@ func (h *Handler) JobsPage(c echo.Context) error {
 		v.Invalid = true
 		return render(c, http.StatusBadRequest, templates.Jobs(page, v))
 	}
-	f := queue.Filter{State: queue.State(q.filter.State), Kind: q.filter.Kind, Queue: q.filter.Queue, App: q.filter.App}
+	f := queue.Filter{State: queue.State(q.filter.State), Kind: q.filter.Kind, Queue: q.filter.Queue, App: q.filter.App, Text: q.filter.Q}
 	jobs, next, err := h.read(c).List(c.Request().Context(), f, q.cursor, jobsPageSize)
 	if err != nil {
 		return fmt.Errorf("listing jobs for the jobs page: %w", err)
@@ -196,6 +196,9 @@ func bulkReturnURL(form url.Values) string {
 			if v := form.Get(p.name); httpx.CheckText(p.name, v) == nil {
 				*p.dst = v
 			}
+		}
+		if v := strings.TrimSpace(form.Get("q")); queue.CheckSearch("q", v) == nil {
+			f.Q = v
 		}
 	}
 	cursor, err := strconv.ParseInt(form.Get("cursor"), 10, 64)

@@ -58,6 +58,13 @@ func parseListQuery(c echo.Context, withFilters bool) listQuery {
 				q.fieldErrors[f.name] = "At most 255 printable characters."
 			}
 		}
+		if text := strings.TrimSpace(c.QueryParam("q")); text != "" {
+			q.filter.Q = text
+			if queue.CheckSearch("q", text) != nil {
+				q.filter.Q = listClip(text, queue.MaxSearchLen)
+				q.fieldErrors["q"] = fmt.Sprintf("Search for %d to %d printable characters.", queue.MinSearchLen, queue.MaxSearchLen)
+			}
+		}
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -74,7 +81,7 @@ func parseListQuery(c echo.Context, withFilters bool) listQuery {
 // in its query string, plus extra.
 func listURL(path string, f templates.ListFilter, cursor int64, extra url.Values) string {
 	v := url.Values{}
-	for k, val := range map[string]string{"state": f.State, "kind": f.Kind, "queue": f.Queue, "app": f.App} {
+	for k, val := range map[string]string{"state": f.State, "kind": f.Kind, "queue": f.Queue, "app": f.App, "q": f.Q} {
 		if val != "" {
 			v.Set(k, val)
 		}
