@@ -37,10 +37,11 @@ func CheckSearch(field, q string) error {
 
 // searchSpan is how many of the newest jobs (before the cursor) a
 // search reads one by one before it asks the index: a term in one job
-// out of 200 or more fills a page among them, and reading them costs
-// about 25 ms at most; a rarer term is found through jobs_search_idx,
-// which returns its few matches at once (docs/search.md).
-const searchSpan = 10_000
+// out of 100 or more fills a page of 50 among them, and reading them
+// costs about 10 ms on a quiet machine; a rarer term is found through
+// jobs_search_idx, whose matches are then at most one in 100 of the
+// jobs (docs/search.md).
+const searchSpan = 5_000
 
 // search is List with f.Text: a case-insensitive substring search of
 // the job's app, payload (its instructions), last error and result,

@@ -22,7 +22,7 @@ func TestSearchFindsTextInEveryFieldAndPages(t *testing.T) {
 	// An old job with rare text, then more jobs than a search reads one
 	// by one, so that it must ask the index for the rare term.
 	rare := f.insert(t, jobOpts{kind: "app_investigation", payload: `{"app":"com.example.rare","instructions":"Log in as R5CT-Tester"}`})
-	filler := make([]queue.NewJob, 10_050)
+	filler := make([]queue.NewJob, 5_050)
 	for i := range filler {
 		filler[i] = queue.NewJob{Kind: "report", Payload: json.RawMessage(fmt.Sprintf(`{"app":"com.example.app%d","instructions":"walk through onboarding"}`, i%100))}
 	}
