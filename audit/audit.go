@@ -150,6 +150,16 @@ func Prune(ctx context.Context, q *db.Queries, keep time.Duration, batch int) (i
 	return n, nil
 }
 
+// Expired counts the rows older than keep, in database time: what Prune
+// would delete, batch after batch.
+func Expired(ctx context.Context, q *db.Queries, keep time.Duration) (int64, error) {
+	n, err := q.AuditCountExpired(ctx, keep.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("counting the expired audit rows: %w", err)
+	}
+	return n, nil
+}
+
 func nonEmpty(s string) *string {
 	if s == "" {
 		return nil

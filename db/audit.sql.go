@@ -11,6 +11,20 @@ import (
 	"time"
 )
 
+const auditCountExpired = `-- name: AuditCountExpired :one
+SELECT count(*) FROM audit_log
+WHERE at < now() - (interval '1 millisecond' * $1::bigint)
+`
+
+// Counts the rows older than keep_ms milliseconds, in database time: what
+// AuditPrune would delete, batch after batch (server prune --dry-run).
+func (q *Queries) AuditCountExpired(ctx context.Context, keepMs int64) (int64, error) {
+	row := q.db.QueryRow(ctx, auditCountExpired, keepMs)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const auditInsert = `-- name: AuditInsert :exec
 INSERT INTO audit_log (actor, role, addr, action, target, detail)
 VALUES ($1, $2, $3, $4, $5, $6)

@@ -114,6 +114,7 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 		{"dead", "/dead", `!!document.querySelector("[data-testid=dead-row] [data-testid=shots]")`},
 		{"usage", "/usage", `!!document.querySelector("[data-testid=usage-filters]")`},
 		{"users", "/users", `!!document.querySelector("[data-testid=user-row][data-name=admin]")`},
+		{"audit", "/audit", `document.querySelectorAll("[data-testid=audit-row]").length >= 3`},
 		{"job-missing", "/jobs/999999", `!!document.querySelector("[data-testid=problem]")`},
 	}
 	b.signIn()

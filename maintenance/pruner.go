@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/audit"
+	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -42,11 +44,17 @@ type PruneResult struct {
 	Jobs  map[queue.State]int64
 	Files int64
 	Bytes int64
+	// Audit is the audit rows past PrunerConfig.AuditRetention.
+	Audit int64
 }
 
 // PrunerConfig configures a Pruner.
 type PrunerConfig struct {
 	Retention Retention
+	// AuditRetention is how long the audit trail keeps a row
+	// (LEASEHOLD_AUDIT_RETENTION; cmd/server's default is
+	// audit.DefaultRetention); 0 keeps every row.
+	AuditRetention time.Duration
 	// Files, when set, collects the artifact files of pruned jobs.
 	Files  FileCollector
 	Logger *slog.Logger
@@ -62,12 +70,14 @@ type PrunerConfig struct {
 
 // Pruner applies retention: finished jobs older than their state's
 // retention go with their history, then the artifact files nothing
-// references any more, and expired sessions. Every server runs one; one is
+// references any more, audit rows past the audit retention, and expired
+// sessions. Every server runs one; one is
 // active (the "pruner" leader role, see lead), the others wait on standby
 // without holding a snapshot.
 type Pruner struct {
 	leader
 	client    *queue.Client
+	q         *db.Queries
 	cfg       PrunerConfig
 	lastSweep time.Time
 }
@@ -91,7 +101,7 @@ func NewPruner(pool *pgxpool.Pool, cfg PrunerConfig) *Pruner {
 	}
 	return &Pruner{
 		leader: leader{role: "pruner", pool: pool, logger: cfg.Logger},
-		client: queue.NewClient(pool, cfg.Logger), cfg: cfg,
+		client: queue.NewClient(pool, cfg.Logger), q: db.New(pool), cfg: cfg,
 	}
 }
 
@@ -102,7 +112,8 @@ func (p *Pruner) Run(ctx context.Context) error { return p.run(ctx, p.lead) }
 // lead is the active pruner. A failed pass is logged and the next one
 // tried at its time: the role is kept.
 func (p *Pruner) lead(ctx context.Context) error {
-	p.cfg.Logger.Info("pruner active", "retention", p.cfg.Retention.String())
+	p.cfg.Logger.Info("pruner active", "retention", p.cfg.Retention.String(),
+		"audit_retention", AuditRetention(p.cfg.AuditRetention).String())
 	tick := time.NewTicker(p.cfg.Every)
 	defer tick.Stop()
 	for {
@@ -117,10 +128,10 @@ func (p *Pruner) lead(ctx context.Context) error {
 			if sweep {
 				p.lastSweep = time.Now()
 			}
-			if n := res.Total(); n > 0 || res.Files > 0 {
+			if n := res.Total(); n > 0 || res.Files > 0 || res.Audit > 0 {
 				p.cfg.Logger.Info("pruned", "jobs", n, "succeeded", res.Jobs[queue.StateSucceeded],
 					"cancelled", res.Jobs[queue.StateCancelled], "dead", res.Jobs[queue.StateDead],
-					"files", res.Files, "bytes", res.Bytes)
+					"files", res.Files, "bytes", res.Bytes, "audit", res.Audit)
 			}
 		}
 		select {
@@ -171,6 +182,13 @@ func (p *Pruner) Prune(ctx context.Context, opt PruneOptions) (PruneResult, erro
 		}
 		res.Jobs[st] = n
 		doomed = append(doomed, ids...)
+	}
+	if keep := p.cfg.AuditRetention; keep > 0 {
+		n, err := p.pruneAudit(ctx, keep, opt.DryRun)
+		res.Audit = n
+		if err != nil {
+			return res, err
+		}
 	}
 	if !opt.DryRun {
 		if err := p.client.DeleteExpiredSessions(ctx); err != nil {
@@ -235,6 +253,30 @@ func (p *Pruner) pruneState(ctx context.Context, st queue.State, keep time.Durat
 		select {
 		case <-ctx.Done():
 			return total, doomed, ctx.Err()
+		case <-time.After(p.pause(time.Since(start))):
+		}
+	}
+}
+
+// pruneAudit deletes the audit rows older than keep, cfg.Batch a
+// statement and pausing between them as pruneState does, so that the
+// writes of changes (each with its audit row) never wait behind it; a
+// dry run counts them.
+func (p *Pruner) pruneAudit(ctx context.Context, keep time.Duration, dryRun bool) (int64, error) {
+	if dryRun {
+		return audit.Expired(ctx, p.q, keep)
+	}
+	var total int64
+	for {
+		start := time.Now()
+		n, err := audit.Prune(ctx, p.q, keep, p.cfg.Batch)
+		total += n
+		if err != nil || n < int64(p.cfg.Batch) {
+			return total, err
+		}
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
 		case <-time.After(p.pause(time.Since(start))):
 		}
 	}

@@ -114,6 +114,35 @@ func (r *Retention) Set(v string) error {
 	return nil
 }
 
+// AuditRetention is how long the audit trail keeps a row
+// (LEASEHOLD_AUDIT_RETENTION, --audit-retention): a Go duration ("36h")
+// or whole days ("365d"), at least a second; 0, written "off", keeps
+// every row. It implements flag.Value.
+type AuditRetention time.Duration
+
+// Set implements flag.Value.
+func (r *AuditRetention) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "off" {
+		*r = 0
+		return nil
+	}
+	d, err := parseRetentionDuration(v)
+	if err != nil {
+		return fmt.Errorf("audit retention %q: %w", v, err)
+	}
+	*r = AuditRetention(d)
+	return nil
+}
+
+// String is the retention in Set's form.
+func (r AuditRetention) String() string {
+	if r <= 0 {
+		return "off"
+	}
+	return formatRetention(time.Duration(r))
+}
+
 func isFinished(st queue.State) bool {
 	for _, f := range FinishedStates {
 		if st == f {

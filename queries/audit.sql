@@ -27,3 +27,9 @@ WHERE id IN (
     WHERE at < now() - (interval '1 millisecond' * @keep_ms::bigint)
     ORDER BY id LIMIT @batch
 );
+
+-- name: AuditCountExpired :one
+-- Counts the rows older than keep_ms milliseconds, in database time: what
+-- AuditPrune would delete, batch after batch (server prune --dry-run).
+SELECT count(*) FROM audit_log
+WHERE at < now() - (interval '1 millisecond' * @keep_ms::bigint);

@@ -78,8 +78,9 @@ func RouteNeed(r echo.Route) (need role.Role, by string, ok bool) {
 // routes registers every route of the server, each with the role it
 // needs beside it; read it top to bottom to know what the server answers
 // and who may ask. Viewers read, operators act on jobs, queues,
-// schedules, rate limits and availability, worker tokens speak the
-// worker API (SPEC "Roles and audit").
+// schedules, rate limits and availability, admins manage users and read
+// the audit trail, worker tokens speak the worker API (SPEC "Roles and
+// audit").
 func (s *server) routes(e *echo.Echo) {
 	const (
 		GET, HEAD, POST = http.MethodGet, http.MethodHead, http.MethodPost
@@ -131,6 +132,9 @@ func (s *server) routes(e *echo.Echo) {
 	people.route(GET, "/rate-limits", role.Viewer, a.ListRateLimits)
 	people.route(PUT, "/rate-limits/:key", role.Operator, a.PutRateLimit)
 	people.route(DEL, "/rate-limits/:key", role.Operator, a.DeleteRateLimit)
+	// Who changed what: an admin's, from the primary (a script reads back
+	// its own change).
+	people.route(GET, "/audit", role.Admin, a.ListAudit)
 
 	// Remote-worker API: worker tokens only; the token's name is the
 	// worker's identity. Every write is fenced by the attempt's lease token.
@@ -213,6 +217,8 @@ func (s *server) routes(e *echo.Echo) {
 	page.route(POST, "/users", role.Admin, d.AddUser)
 	page.route(POST, "/users/:name/role", role.Admin, d.SetUserRole)
 	page.route(POST, "/users/:name/remove", role.Admin, d.RemoveUser)
+	// Who changed what (GET /api/v1/audit's page): an admin's.
+	page.route(GET, "/audit", role.Admin, d.AuditPage)
 	// What changed, pushed to the pages above (Server-Sent Events).
 	page.route(GET, "/events", role.Viewer, d.Events)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/apitoken"
 	"github.com/leasehold/leasehold/artifact"
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/replica"
@@ -145,11 +146,14 @@ func New(cfg Config) *echo.Echo {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(cfg.Queue)
 	}
-	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Logger: s.logger})
+	// The audit trail is read from the primary: whoever changed something
+	// finds its row at once.
+	trail := db.New(cfg.Pool)
+	s.admin = adminapi.New(adminapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Audit: trail, Logger: s.logger})
 	s.worker = workerapi.New(workerapi.Config{Queue: cfg.Queue, Artifacts: cfg.Artifacts, Jobs: cfg.Jobs, Handover: cfg.Handover,
 		MaxClaimsPerToken: cfg.MaxClaimsPerToken, Presence: cfg.Presence})
 	s.dashboard = dashboard.New(dashboard.Config{
-		Queue: cfg.Queue, Reads: cfg.Reads, Auth: cfg.Auth, Logger: s.logger,
+		Queue: cfg.Queue, Reads: cfg.Reads, Auth: cfg.Auth, Audit: trail, Logger: s.logger,
 		Live: cfg.Live, EventsKeepAlive: cfg.EventsKeepAlive, MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 	})
 	e := echo.New()

@@ -124,6 +124,8 @@ func serve(args []string) error {
 	timeouts.Register(fs)
 	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
+	auditRetention := maintenance.AuditRetention(audit.DefaultRetention)
+	fs.Var(&auditRetention, "audit-retention", "how long the audit trail keeps a row: a Go duration or Nd, or off")
 	webhookURL := fs.String("webhook-url", "", "POST webhook events to this URL (needs --webhook-secret)")
 	webhookSecret := fs.String("webhook-secret", "", "HMAC-SHA256 key of the Leasehold-Signature header, at least 16 characters")
 	webhookEvents := fs.String("webhook-events", "", "comma-separated events to send: job.dead, job.failed, job.succeeded, worker.offline (default job.dead)")
@@ -217,7 +219,8 @@ func serve(args []string) error {
 	jobs := queue.NewJobNotifier(pool, logger)
 	services := []maintenance.Service{
 		maintenance.NewReaper(pool, maintenance.ReaperConfig{Logger: logger, OnReap: metrics.ObserveReap, Wakes: jobs.ReaperWakes()}),
-		maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store, Logger: logger}),
+		maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, AuditRetention: time.Duration(auditRetention),
+			Files: store, Logger: logger}),
 		maintenance.NewScheduler(pool, maintenance.SchedulerConfig{Logger: logger}),
 	}
 	if webhooks.Enabled() {

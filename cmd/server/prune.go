@@ -6,18 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/artifact"
+	"github.com/leasehold/leasehold/audit"
 	"github.com/leasehold/leasehold/cmd/internal/cli"
 	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 )
 
 // pruneCmd is server prune [--dry-run] [--file-grace D]: one retention pass with the
-// server's configuration, every artifact file looked at, and a report of
-// what went (or would go).
+// server's configuration (jobs, artifact files, audit rows), every
+// artifact file looked at, and a report of what went (or would go).
 func pruneCmd(args []string) error {
 	fs := flag.NewFlagSet("server prune", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -29,6 +31,8 @@ func pruneCmd(args []string) error {
 	fileGrace := fs.Duration("file-grace", artifact.DefaultGCGrace, "leave artifact files written within this long (0s: remove any file no row names)")
 	retention := maintenance.DefaultRetention()
 	fs.Var(&retention, "retention", "how long finished jobs are kept: STATE=DURATION,... (Go durations or Nd), or off")
+	auditRetention := maintenance.AuditRetention(audit.DefaultRetention)
+	fs.Var(&auditRetention, "audit-retention", "how long the audit trail keeps a row: a Go duration or Nd, or off")
 	if err := cli.ParseFlags(fs, args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -46,21 +50,24 @@ func pruneCmd(args []string) error {
 			return err
 		}
 		store.SetGCGrace(*fileGrace)
-		p := maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention, Files: store})
+		p := maintenance.NewPruner(pool, maintenance.PrunerConfig{Retention: retention,
+			AuditRetention: time.Duration(auditRetention), Files: store})
 		res, err := p.Prune(ctx, maintenance.PruneOptions{DryRun: *dryRun, Sweep: true})
-		printPrune(out, retention, res, *dryRun)
+		printPrune(out, retention, auditRetention, res, *dryRun)
 		return err
 	})
 }
 
-func printPrune(w io.Writer, r maintenance.Retention, res maintenance.PruneResult, dryRun bool) {
+func printPrune(w io.Writer, r maintenance.Retention, ar maintenance.AuditRetention, res maintenance.PruneResult, dryRun bool) {
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"
 	}
 	fmt.Fprintf(w, "retention %s\n", r)
+	fmt.Fprintf(w, "audit retention %s\n", ar)
 	for _, st := range maintenance.FinishedStates {
 		fmt.Fprintf(w, "%s %d %s jobs\n", verb, res.Jobs[st], st)
 	}
 	fmt.Fprintf(w, "%s %d artifact files, %d bytes\n", verb, res.Files, res.Bytes)
+	fmt.Fprintf(w, "%s %d audit rows\n", verb, res.Audit)
 }

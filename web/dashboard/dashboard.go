@@ -1,8 +1,8 @@
 // Package dashboard is Leasehold's web pages for people: sign-in, the
-// overview, jobs, dead letters, workers, schedules and queues, and the
-// event stream that keeps them current. Its handlers are methods of
-// Handler; package web registers them, with the middleware of package
-// httpx, in its one routes.go.
+// overview, jobs, dead letters, workers, schedules, queues, users and
+// the audit trail, and the event stream that keeps them current. Its
+// handlers are methods of Handler; package web registers them, with the
+// middleware of package httpx, in its one routes.go.
 package dashboard
 
 import (
@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/auth"
+	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/live"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/replica"
@@ -24,8 +25,10 @@ type Config struct {
 	Queue *queue.Client
 	// Reads, when set, is where the read-only pages read from (see
 	// httpx.ReadReplica), and what the overview says of it.
-	Reads  *replica.Reads
-	Auth   *auth.Service
+	Reads *replica.Reads
+	Auth  *auth.Service
+	// Audit reads the audit trail for /audit: the primary's queries.
+	Audit  *db.Queries
 	Logger *slog.Logger
 	// Live, when set, serves GET /events and makes pages update from it.
 	// Without it pages poll.
@@ -44,6 +47,7 @@ type Handler struct {
 	queue           *queue.Client
 	reads           *replica.Reads
 	auth            *auth.Service
+	audit           *db.Queries
 	logger          *slog.Logger
 	live            *live.Hub
 	eventsKeepAlive time.Duration
@@ -56,6 +60,7 @@ func New(cfg Config) *Handler {
 		queue:           cfg.Queue,
 		reads:           cfg.Reads,
 		auth:            cfg.Auth,
+		audit:           cfg.Audit,
 		logger:          cmp.Or(cfg.Logger, slog.Default()),
 		live:            cfg.Live,
 		eventsKeepAlive: cmp.Or(cfg.EventsKeepAlive, eventsKeepAlive),
