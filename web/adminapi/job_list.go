@@ -36,7 +36,7 @@ func (h *Handler) ListJobs(c echo.Context) error {
 			return err
 		}
 	}
-	if q := strings.TrimSpace(c.QueryParam("q")); q != "" || c.QueryParams().Has("q") {
+	if q := strings.TrimSpace(c.QueryParam("q")); q != "" { // an empty search box searches nothing
 		if err := queue.CheckSearch("q", q); err != nil {
 			return err
 		}
