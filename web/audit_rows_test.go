@@ -203,3 +203,36 @@ func routePattern(path string) string {
 	}
 	return strings.Join(parts, "/")
 }
+
+// Behind a trusted proxy the audit row has the client's address from
+// X-Forwarded-For, as the sign-in throttle does; from a peer that is not
+// trusted the header is not believed.
+func TestAuditAddressBehindAProxy(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, tc := range []struct {
+		trusted, want string
+	}{
+		{trusted: "127.0.0.0/8", want: "203.0.113.9"},
+		{trusted: "10.0.0.0/8", want: "127.0.0.1"},
+	} {
+		srv := behindProxy(t, f, tc.trusted)
+		last := f.lastAuditID(t)
+		req, _ := http.NewRequestWithContext(f.ctx, http.MethodPost, srv.URL+"/api/v1/jobs", strings.NewReader(`{"kind":"noop"}`))
+		req.Header.Set("Authorization", "Bearer "+f.admin)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("submit behind %s: %d", tc.trusted, res.StatusCode)
+		}
+		rows := f.auditSince(t, last)
+		if len(rows) != 1 || rows[0].Addr != tc.want {
+			t.Errorf("proxies %s trusted: audit rows %+v, want one from %s", tc.trusted, rows, tc.want)
+		}
+	}
+}
