@@ -211,14 +211,10 @@ func (s *Store) Create(ctx context.Context, name string, role Role) (secret stri
 	}
 	secret = SecretPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	var row db.ApiToken
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
+	err = audit.Change(ctx, s.pool, s.q, func(q *db.Queries) (audit.Entry, error) {
 		var err error
 		row, err = q.TokenCreate(ctx, db.TokenCreateParams{Name: name, Role: string(role), TokenHash: hash(secret)})
-		if err != nil {
-			return err
-		}
-		return audit.Write(ctx, q, audit.Entry{Action: "token.create", Target: "token:" + name, Detail: map[string]any{"role": role}})
+		return audit.Entry{Action: "token.create", Target: "token:" + name, Detail: map[string]any{"role": role}}, err
 	})
 	if db.IsUniqueViolation(err, "api_tokens_name_key") {
 		return "", Token{}, fmt.Errorf("%w: %q", ErrNameTaken, name)

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/db"
 	"github.com/leasehold/leasehold/role"
 )
@@ -58,6 +61,22 @@ func Write(ctx context.Context, q *db.Queries, e Entry) error {
 		return nil
 	}
 	return WriteAs(ctx, q, a, e)
+}
+
+// Change runs change in one transaction on pool with the audit row it
+// returns, written by Write: the row commits with the change or not at
+// all. q is the caller's queries, bound to the transaction for change.
+// An entry without an Action (a change that changed nothing) writes no
+// row.
+func Change(ctx context.Context, pool *pgxpool.Pool, q *db.Queries, change func(q *db.Queries) (Entry, error)) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		qtx := q.WithTx(tx)
+		e, err := change(qtx)
+		if err != nil || e.Action == "" {
+			return err
+		}
+		return Write(ctx, qtx, e)
+	})
 }
 
 // WriteAs records e as done by a, whatever ctx carries: a sign-in, whose

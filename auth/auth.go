@@ -118,7 +118,7 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 	if err != nil {
 		return err
 	}
-	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	return audit.Change(ctx, s.pool, s.q, func(q *db.Queries) (audit.Entry, error) {
 		if err := q.UserUpsertPassword(ctx, db.UserUpsertPasswordParams{Username: username, PasswordHash: hash, Role: string(role.Admin)}); err != nil {
 			return audit.Entry{}, fmt.Errorf("setting password: %w", err)
 		}
@@ -127,19 +127,6 @@ func (s *Service) SetPassword(ctx context.Context, username, password string) er
 			return audit.Entry{}, fmt.Errorf("lifting sign-in locks: %w", err)
 		}
 		return audit.Entry{Action: "user.set_password", Target: "user:" + username}, nil
-	})
-}
-
-// audited runs change in one transaction with the audit row it returns
-// (package audit), so that the row commits with the change or not at all.
-func (s *Service) audited(ctx context.Context, change func(q *db.Queries) (audit.Entry, error)) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		e, err := change(q)
-		if err != nil {
-			return err
-		}
-		return audit.Write(ctx, q, e)
 	})
 }
 
@@ -174,7 +161,7 @@ func (s *Service) AddUser(ctx context.Context, username string, r role.Role, pas
 		return User{}, err
 	}
 	var u db.UserAddRow
-	err = s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err = audit.Change(ctx, s.pool, s.q, func(q *db.Queries) (audit.Entry, error) {
 		var err error
 		u, err = q.UserAdd(ctx, db.UserAddParams{Username: username, PasswordHash: hash, Role: string(r)})
 		if db.IsUniqueViolation(err, "users_username_key") {
@@ -197,7 +184,7 @@ func (s *Service) SetRole(ctx context.Context, username string, r role.Role) err
 	if !r.ForPerson() {
 		return fmt.Errorf("%w (got %q)", ErrBadRole, r)
 	}
-	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	return audit.Change(ctx, s.pool, s.q, func(q *db.Queries) (audit.Entry, error) {
 		res, err := q.UserSetRole(ctx, db.UserSetRoleParams{Username: username, Role: string(r)})
 		switch {
 		case err != nil:
@@ -214,7 +201,7 @@ func (s *Service) SetRole(ctx context.Context, username string, r role.Role) err
 // RemoveUser removes a user and signs it out everywhere; the last admin
 // stays (ErrLastAdmin).
 func (s *Service) RemoveUser(ctx context.Context, username string) error {
-	return s.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	return audit.Change(ctx, s.pool, s.q, func(q *db.Queries) (audit.Entry, error) {
 		res, err := q.UserRemove(ctx, username)
 		switch {
 		case err != nil:

@@ -50,7 +50,7 @@ func (c *Client) Cancel(ctx context.Context, f Selection, actor string) ([]Job, 
 		p.State = ptr(db.JobState(f.State))
 	}
 	var jobs []Job
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		rows, err := q.JobCancel(ctx, p)
 		if err != nil {
 			return audit.Entry{}, fmt.Errorf("cancelling jobs: %w", inputRefused(err, ""))
@@ -72,7 +72,7 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 		p.State = ptr(db.JobState(f.State))
 	}
 	var jobs []Job
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		rows, err := q.JobRetry(ctx, p)
 		if err != nil {
 			return audit.Entry{}, fmt.Errorf("retrying jobs: %w", inputRefused(err, ""))

@@ -59,7 +59,7 @@ func (c *Client) SetAvailability(ctx context.Context, scope, name, text, by stri
 		who = &by
 	}
 	var row db.AvailabilityWindow
-	err = c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err = audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		row, err = q.AvailabilitySet(ctx, db.AvailabilitySetParams{
 			Scope: scope, Name: name, Spec: w.Text, Zone: w.Zone, Starts: starts, Ends: ends, UpdatedBy: who,
 		})
@@ -80,7 +80,7 @@ func (c *Client) SetAvailability(ctx context.Context, scope, name, text, by stri
 // ClearAvailability removes the window of name (scope): it may claim at
 // any time again. ErrNotFound when it had none.
 func (c *Client) ClearAvailability(ctx context.Context, scope, name string) error {
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		n, err := q.AvailabilityDelete(ctx, db.AvailabilityDeleteParams{Scope: scope, Name: name})
 		if err != nil {
 			return audit.Entry{}, fmt.Errorf("clearing availability: %w", err)

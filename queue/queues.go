@@ -104,7 +104,7 @@ func (c *Client) PatchQueue(ctx context.Context, name string, p QueuePatch, acto
 		}
 	}
 	var s db.QueueSetting
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		var err error
 		s, err = q.QueueSettingsUpsert(ctx, db.QueueSettingsUpsertParams{
 			Name: name, Paused: p.Paused, Actor: actor,

@@ -205,7 +205,7 @@ func (c *Client) SetRateLimit(ctx context.Context, key string, budgets []string,
 		}
 		windows, limits = append(windows, w), append(limits, int32(b.Limit))
 	}
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		err := q.RateLimitSet(ctx, db.RateLimitSetParams{Key: key, WindowS: windows, Budgets: limits, Actor: actor})
 		if err != nil {
 			return audit.Entry{}, fmt.Errorf("setting rate limit %s: %w", key, inputRefused(err, "key"))
@@ -228,7 +228,7 @@ func (c *Client) DeleteRateLimit(ctx context.Context, key string) error {
 	if err := CheckRateLimitKey("key", key); err != nil {
 		return err
 	}
-	err := c.audited(ctx, func(q *db.Queries) (audit.Entry, error) {
+	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		n, err := q.RateLimitDelete(ctx, key)
 		if err != nil {
 			return audit.Entry{}, fmt.Errorf("deleting rate limit %s: %w", key, err)
