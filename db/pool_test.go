@@ -110,7 +110,10 @@ func TestOpenWaitsForTheTargetDatabase(t *testing.T) {
 	// A database that never appears: Open keeps waiting (for the database,
 	// not stopped by a malformed URL) until its context ends.
 	neverURL := urlFor(t, admin, cfg.User, name+"_never")
-	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// 2 s, not less: under the race detector on a loaded CI (stop 30's)
+	// the first attempt had not been answered after 300 ms, so there was
+	// no 3D000 yet to report.
+	short, cancelShort := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelShort()
 	_, err = db.Open(short, db.PoolConfig{URL: neverURL})
 	var pgErr *pgconn.PgError
