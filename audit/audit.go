@@ -101,16 +101,7 @@ func WriteAs(ctx context.Context, q *db.Queries, a Actor, e Entry) error {
 }
 
 // Row is one change as the trail keeps it.
-type Row struct {
-	ID     int64
-	At     time.Time
-	Actor  string
-	Role   string
-	Addr   string
-	Action string
-	Target string
-	Detail json.RawMessage
-}
+type Row = db.AuditLog
 
 // Filter narrows a read of the trail; the zero Filter reads everything.
 // Action matches exactly or as the prefix before a dot ("job" matches
@@ -147,12 +138,7 @@ func List(ctx context.Context, q *db.Queries, f Filter, limit int) (rows []Row, 
 		found = found[:limit]
 		next = found[limit-1].ID
 	}
-	rows = make([]Row, len(found))
-	for i, r := range found {
-		rows[i] = Row{ID: r.ID, At: r.At, Actor: r.Actor, Role: r.Role, Addr: r.Addr,
-			Action: r.Action, Target: r.Target, Detail: r.Detail}
-	}
-	return rows, next, nil
+	return found, next, nil
 }
 
 // DefaultRetention is how long the trail keeps a row unless told
