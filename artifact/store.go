@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/screenhash"
 )
 
 // Default limits, from SPEC.
@@ -192,7 +193,33 @@ func (s *Store) receiveImage(tmp *os.File, r io.Reader, a *queue.Artifact) error
 	}
 	w32, h32 := int32(w), int32(h)
 	a.ContentType, a.Width, a.Height = f.contentType, &w32, &h32
+	a.ScreenHash = screenHashOf(tmp, w, h)
 	return nil
+}
+
+// maxHashPixels bounds the screenshots given a perceptual hash: decoding
+// one takes 4 bytes a pixel (a phone's 1080×2400 is 10 MB; this bound
+// 64 MB), and the limits allow far larger images than a phone takes.
+const maxHashPixels = 16 << 20
+
+// screenHashOf returns the perceptual hash of the image spooled in tmp
+// (w×h pixels, already checked whole), which groups failures by the
+// screen they ended on; nil for an image over maxHashPixels, or one the
+// decoder cannot read (the upload is stored all the same: the hash only
+// groups).
+func screenHashOf(tmp *os.File, w, h int) *int64 {
+	if w*h > maxHashPixels {
+		return nil
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return nil
+	}
+	sum, err := screenhash.Decode(bufio.NewReaderSize(tmp, 32<<10), maxHashPixels)
+	if err != nil {
+		return nil
+	}
+	v := int64(sum)
+	return &v
 }
 
 // receive copies at most limit bytes of r into dst, hashing them on the

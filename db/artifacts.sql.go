@@ -49,7 +49,7 @@ func (q *Queries) ArtifactFileTryLock(ctx context.Context, sha256 string) (bool,
 }
 
 const artifactGet = `-- name: ArtifactGet :one
-SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step FROM artifacts WHERE id = $1
+SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step, screen_hash FROM artifacts WHERE id = $1
 `
 
 func (q *Queries) ArtifactGet(ctx context.Context, id int64) (Artifact, error) {
@@ -68,16 +68,17 @@ func (q *Queries) ArtifactGet(ctx context.Context, id int64) (Artifact, error) {
 		&i.Height,
 		&i.CreatedAt,
 		&i.Step,
+		&i.ScreenHash,
 	)
 	return i, err
 }
 
 const artifactInsert = `-- name: ArtifactInsert :one
-INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height, step)
-SELECT j.id, j.attempt, $1, $2, $3, $4, $5, $6, $7, $8
+INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height, step, screen_hash)
+SELECT j.id, j.attempt, $1, $2, $3, $4, $5, $6, $7, $8, $9
 FROM jobs j
-WHERE j.id = $9 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $10, $11)
-RETURNING id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step
+WHERE j.id = $10 AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, $11, $12)
+RETURNING id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step, screen_hash
 `
 
 type ArtifactInsertParams struct {
@@ -89,6 +90,7 @@ type ArtifactInsertParams struct {
 	Width       *int32
 	Height      *int32
 	Step        *int32
+	ScreenHash  *int64
 	JobID       int64
 	LeaseToken  int64
 	WorkerID    string
@@ -106,6 +108,7 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg ArtifactInsertParams) 
 		arg.Width,
 		arg.Height,
 		arg.Step,
+		arg.ScreenHash,
 		arg.JobID,
 		arg.LeaseToken,
 		arg.WorkerID,
@@ -124,12 +127,13 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg ArtifactInsertParams) 
 		&i.Height,
 		&i.CreatedAt,
 		&i.Step,
+		&i.ScreenHash,
 	)
 	return i, err
 }
 
 const artifactListByJob = `-- name: ArtifactListByJob :many
-SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step FROM artifacts WHERE job_id = $1 ORDER BY attempt, id
+SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step, screen_hash FROM artifacts WHERE job_id = $1 ORDER BY attempt, id
 `
 
 func (q *Queries) ArtifactListByJob(ctx context.Context, jobID int64) ([]Artifact, error) {
@@ -154,6 +158,7 @@ func (q *Queries) ArtifactListByJob(ctx context.Context, jobID int64) ([]Artifac
 			&i.Height,
 			&i.CreatedAt,
 			&i.Step,
+			&i.ScreenHash,
 		); err != nil {
 			return nil, err
 		}

@@ -172,7 +172,7 @@ func (q *Queries) JobListPermanentlyDead(ctx context.Context, jobIds []int64) ([
 
 const jobListRecentlyDead = `-- name: JobListRecentlyDead :many
 
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
 WHERE state = 'dead'
 ORDER BY finished_at DESC NULLS LAST, id DESC
 LIMIT $1
@@ -232,6 +232,7 @@ func (q *Queries) JobListRecentlyDead(ctx context.Context, max int32) ([]Job, er
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}

@@ -30,6 +30,7 @@ WITH target AS MATERIALIZED (
       AND ($3::text IS NULL OR kind = $3)
       AND ($4::text IS NULL OR queue = $4)
       AND ($5::job_state IS NULL OR state = $5)
+      AND ($6::bigint IS NULL OR failure_group = $6)
     ORDER BY id
     FOR UPDATE OF jobs
 ), changed AS (
@@ -40,9 +41,9 @@ WITH target AS MATERIALIZED (
         lease_until = CASE WHEN t.abandoned THEN LEAST(j.lease_until, now()) ELSE j.lease_until END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), ended AS (
-    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, c.checkpoint, c.checkpoint_step, c.checkpoint_attempt, c.checkpoint_at, c.max_cost, c.max_steps, c.cost_spent_micros, c.steps_spent, c.rate_limits, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
+    SELECT c.id, c.kind, c.queue, c.priority, c.payload, c.app, c.device, c.state, c.attempt, c.max_attempts, c.counted_attempts, c.run_at, c.lease_owner, c.lease_until, c.lease_token, c.lease_ms, c.heartbeat_at, c.attempt_started_at, c.timeout_ms, c.cancel_requested, c.idempotency_key, c.backoff_base_ms, c.backoff_max_ms, c.last_error, c.result, c.created_at, c.finished_at, c.concurrency_key, c.concurrency_limit, c.schedule, c.handover_pending, c.checkpoint, c.checkpoint_step, c.checkpoint_attempt, c.checkpoint_at, c.max_cost, c.max_steps, c.cost_spent_micros, c.steps_spent, c.rate_limits, c.failure_group, t.revoked FROM changed c JOIN target t ON t.id = c.id WHERE t.abandoned
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), 'cancelled'
@@ -50,24 +51,25 @@ WITH target AS MATERIALIZED (
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT c.id, CASE WHEN c.state = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END, c.attempt,
-           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', $6::text)
-                ELSE jsonb_build_object('by', $6::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
+           CASE WHEN e.id IS NULL THEN jsonb_build_object('by', $7::text)
+                ELSE jsonb_build_object('by', $7::text, 'worker', e.lease_owner, 'lease_token', e.lease_token,
                                         'reason', CASE WHEN e.revoked THEN 'worker token revoked' ELSE 'worker offline' END)
            END
     FROM changed c LEFT JOIN ended e ON e.id = c.id
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM ended
 )
-SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending, changed.checkpoint, changed.checkpoint_step, changed.checkpoint_attempt, changed.checkpoint_at, changed.max_cost, changed.max_steps, changed.cost_spent_micros, changed.steps_spent, changed.rate_limits FROM changed LEFT JOIN freed ON true ORDER BY id
+SELECT changed.id, changed.kind, changed.queue, changed.priority, changed.payload, changed.app, changed.device, changed.state, changed.attempt, changed.max_attempts, changed.counted_attempts, changed.run_at, changed.lease_owner, changed.lease_until, changed.lease_token, changed.lease_ms, changed.heartbeat_at, changed.attempt_started_at, changed.timeout_ms, changed.cancel_requested, changed.idempotency_key, changed.backoff_base_ms, changed.backoff_max_ms, changed.last_error, changed.result, changed.created_at, changed.finished_at, changed.concurrency_key, changed.concurrency_limit, changed.schedule, changed.handover_pending, changed.checkpoint, changed.checkpoint_step, changed.checkpoint_attempt, changed.checkpoint_at, changed.max_cost, changed.max_steps, changed.cost_spent_micros, changed.steps_spent, changed.rate_limits, changed.failure_group FROM changed LEFT JOIN freed ON true ORDER BY id
 `
 
 type JobCancelParams struct {
-	OnlineMs int64
-	Ids      []int64
-	Kind     *string
-	Queue    *string
-	State    *JobState
-	Actor    string
+	OnlineMs     int64
+	Ids          []int64
+	Kind         *string
+	Queue        *string
+	State        *JobState
+	FailureGroup *int64
+	Actor        string
 }
 
 type JobCancelRow struct {
@@ -111,6 +113,7 @@ type JobCancelRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // Cancels pending jobs at once and asks running ones to stop (their worker
@@ -130,6 +133,7 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 		arg.Kind,
 		arg.Queue,
 		arg.State,
+		arg.FailureGroup,
 		arg.Actor,
 	)
 	if err != nil {
@@ -180,6 +184,7 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) ([]JobCanc
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -268,7 +273,7 @@ WITH gate AS MATERIALIZED (
     -- By id, through the primary key: joined to the CTE instead, the
     -- planner, which cannot see how few rows it holds, may scan the table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $8::integer))::text) AS sent
     FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $8::integer)) < $9::integer
@@ -281,7 +286,7 @@ WITH gate AS MATERIALIZED (
            jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
     FROM claimed WHERE checkpoint IS NOT NULL
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits, claimed.failure_group FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimParams struct {
@@ -337,6 +342,7 @@ type JobClaimRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // Claims up to @max due jobs. The candidates CTE is MATERIALIZED so that it
@@ -449,6 +455,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -537,7 +544,7 @@ WITH gate AS MATERIALIZED (
         lease_until = now() + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), wake AS (
     SELECT pg_notify('leasehold_reaper', min(LEAST($8::integer, timeout_ms, $9::integer))::text) AS sent
     FROM claimed HAVING min(LEAST($8::integer, timeout_ms, $9::integer)) < $10::integer
@@ -550,7 +557,7 @@ WITH gate AS MATERIALIZED (
            jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
     FROM claimed WHERE checkpoint IS NOT NULL
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits, claimed.failure_group FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimLimitedParams struct {
@@ -607,6 +614,7 @@ type JobClaimLimitedRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // The second statement of a limited claim: counts what runs now under the
@@ -683,6 +691,7 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -982,6 +991,7 @@ WITH failed AS (
     UPDATE jobs
     SET counted_attempts = counted_attempts + 1,
         last_error = $1,
+        failure_group = failure_group_of(id, attempt, $1),
         state = job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts),
         run_at = CASE WHEN job_state_after_failure(cancel_requested, $2::boolean, counted_attempts + 1, max_attempts) = 'pending'
                       THEN coalesce($3::timestamptz, now()) + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
@@ -990,10 +1000,10 @@ WITH failed AS (
     WHERE jobs.id = $4
       -- The deadline moved back as far as @now is ahead (see JobHeartbeat).
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce($3::timestamptz, now()) - now()), $5, $6)
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group
 ), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($3::timestamptz, now()), 'failed', $1
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error, failure_group)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($3::timestamptz, now()), 'failed', $1, failure_group
     FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -1003,7 +1013,7 @@ WITH failed AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM failed
 )
-SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule, failed.handover_pending, failed.checkpoint, failed.checkpoint_step, failed.checkpoint_attempt, failed.checkpoint_at, failed.max_cost, failed.max_steps, failed.cost_spent_micros, failed.steps_spent, failed.rate_limits FROM failed LEFT JOIN freed ON true
+SELECT failed.id, failed.kind, failed.queue, failed.priority, failed.payload, failed.app, failed.device, failed.state, failed.attempt, failed.max_attempts, failed.counted_attempts, failed.run_at, failed.lease_owner, failed.lease_until, failed.lease_token, failed.lease_ms, failed.heartbeat_at, failed.attempt_started_at, failed.timeout_ms, failed.cancel_requested, failed.idempotency_key, failed.backoff_base_ms, failed.backoff_max_ms, failed.last_error, failed.result, failed.created_at, failed.finished_at, failed.concurrency_key, failed.concurrency_limit, failed.schedule, failed.handover_pending, failed.checkpoint, failed.checkpoint_step, failed.checkpoint_attempt, failed.checkpoint_at, failed.max_cost, failed.max_steps, failed.cost_spent_micros, failed.steps_spent, failed.rate_limits, failed.failure_group FROM failed LEFT JOIN freed ON true
 `
 
 type JobFailParams struct {
@@ -1056,11 +1066,14 @@ type JobFailRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // Ends the attempt as failed and records it. The job goes on as
-// job_state_after_failure says, a retry due after job_backoff. SET
-// expressions read the row as it was before the update.
+// job_state_after_failure says, a retry due after job_backoff; the
+// attempt and the job join the failure group of @error and the attempt's
+// last screenshot (failure_group_of). SET expressions read the row as it
+// was before the update.
 func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, error) {
 	row := q.db.QueryRow(ctx, jobFail,
 		arg.Error,
@@ -1112,12 +1125,13 @@ func (q *Queries) JobFail(ctx context.Context, arg JobFailParams) (JobFailRow, e
 		&i.CostSpentMicros,
 		&i.StepsSpent,
 		&i.RateLimits,
+		&i.FailureGroup,
 	)
 	return i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs WHERE id = $1
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs WHERE id = $1
 `
 
 func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
@@ -1164,12 +1178,13 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (Job, error) {
 		&i.CostSpentMicros,
 		&i.StepsSpent,
 		&i.RateLimits,
+		&i.FailureGroup,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeys = `-- name: JobGetByIdempotencyKeys :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs WHERE idempotency_key = ANY($1::text[])
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs WHERE idempotency_key = ANY($1::text[])
 `
 
 func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([]Job, error) {
@@ -1222,6 +1237,7 @@ func (q *Queries) JobGetByIdempotencyKeys(ctx context.Context, keys []string) ([
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -1334,7 +1350,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7,
         $10, $11, $12, $13,
         $14, $15, $16, $17, $18::text[])
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group
 `
 
 type JobInsertParams struct {
@@ -1428,6 +1444,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (Job, erro
 		&i.CostSpentMicros,
 		&i.StepsSpent,
 		&i.RateLimits,
+		&i.FailureGroup,
 	)
 	return i, err
 }
@@ -1449,7 +1466,7 @@ SELECT elem->>'kind', elem->>'queue', (elem->>'priority')::integer, elem->'paylo
             THEN ARRAY(SELECT jsonb_array_elements_text(elem->'rate_limits')) END
 FROM input ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
+RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group
 `
 
 // Inserts a batch given as a JSON array of job objects, in array order;
@@ -1504,6 +1521,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -1516,8 +1534,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, jobs json.RawMessage) ([]Jo
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM (
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
      WHERE (state <> 'running' OR ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL))
        AND ($4::job_state IS NULL OR state = $4)
        AND ($1::text IS NULL OR kind = $1)
@@ -1527,7 +1545,7 @@ SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_atte
      ORDER BY id DESC
      LIMIT $6)
     UNION ALL
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
      WHERE state = 'running'
        AND NOT ($1::text IS NULL AND $2::text IS NULL AND $3::text IS NULL)
        AND ($4::job_state IS NULL OR state = $4)
@@ -1612,6 +1630,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -1657,20 +1676,20 @@ func (q *Queries) JobNotify(ctx context.Context, queues string) error {
 
 const jobReapExpired = `-- name: JobReapExpired :many
 WITH expired AS MATERIALIZED (
-    SELECT id, handover_pending AS undelivered,
-           (NOT handover_pending AND timeout_ms IS NOT NULL
-            AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    SELECT id, handover_pending AS undelivered, NOT handover_pending AND t.over AS timed_out,
+           CASE WHEN t.over THEN format('attempt %s timed out after %s ms', attempt, timeout_ms)
+                ELSE format('lease expired: worker %s sent no heartbeat after %s', lease_owner, heartbeat_at) END AS error
     FROM jobs
+    CROSS JOIN LATERAL (SELECT timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond' AS over) t
     WHERE state = 'running' AND lease_until <= coalesce($1::timestamptz, now())
     ORDER BY lease_until
     LIMIT $2
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF jobs SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
     SET counted_attempts = j.counted_attempts + CASE WHEN e.undelivered THEN 0 ELSE 1 END,
-        last_error = CASE WHEN e.undelivered THEN j.last_error
-                          WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
-                          ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
+        last_error = CASE WHEN e.undelivered THEN j.last_error ELSE e.error END,
+        failure_group = CASE WHEN e.undelivered THEN j.failure_group ELSE failure_group_of(j.id, j.attempt, e.error) END,
         state = CASE WHEN NOT e.undelivered THEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts)
                      WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END::job_state,
         run_at = CASE WHEN e.undelivered THEN coalesce($1::timestamptz, now())
@@ -1682,12 +1701,13 @@ WITH expired AS MATERIALIZED (
         handover_pending = false
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, e.timed_out, e.undelivered
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group, e.timed_out, e.undelivered
 ), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error, failure_group)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce($1::timestamptz, now()),
            CASE WHEN undelivered THEN 'not_delivered' WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
-           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END
+           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END,
+           CASE WHEN NOT undelivered THEN failure_group END
     FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -1722,7 +1742,8 @@ type JobReapExpiredRow struct {
 // is due again at once (cancelled if a cancel was asked meanwhile), and
 // the failure webhook, which fires only when counted_attempts grows, stays
 // silent. Otherwise a lease that reached the attempt's timeout fails the
-// attempt (timed_out), and any other ends lease_expired; both count.
+// attempt (timed_out), and any other ends lease_expired; both count, and
+// both put the attempt and the job in the failure group of their error.
 func (q *Queries) JobReapExpired(ctx context.Context, arg JobReapExpiredParams) ([]JobReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, jobReapExpired, arg.Now, arg.Max)
 	if err != nil {
@@ -1758,38 +1779,40 @@ WITH target AS MATERIALIZED (
       AND ($2::text IS NULL OR kind = $2)
       AND ($3::text IS NULL OR queue = $3)
       AND ($4::job_state IS NULL OR state = $4)
+      AND ($5::bigint IS NULL OR failure_group = $5)
     ORDER BY id
     FOR UPDATE
 ), changed AS (
     UPDATE jobs j
     SET state = 'pending', run_at = now(), counted_attempts = 0, cancel_requested = false, finished_at = NULL,
         cost_spent_micros = 0, steps_spent = 0,
-        checkpoint = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint END,
-        checkpoint_step = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_step END,
-        checkpoint_attempt = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_attempt END,
-        checkpoint_at = CASE WHEN $5::boolean THEN NULL ELSE j.checkpoint_at END
+        checkpoint = CASE WHEN $6::boolean THEN NULL ELSE j.checkpoint END,
+        checkpoint_step = CASE WHEN $6::boolean THEN NULL ELSE j.checkpoint_step END,
+        checkpoint_attempt = CASE WHEN $6::boolean THEN NULL ELSE j.checkpoint_attempt END,
+        checkpoint_at = CASE WHEN $6::boolean THEN NULL ELSE j.checkpoint_at END
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
     SELECT c.id, 'retried', c.attempt,
-           jsonb_build_object('by', $6::text)
+           jsonb_build_object('by', $7::text)
            || CASE WHEN t.step IS NULL THEN '{}'::jsonb
-                   ELSE jsonb_build_object('checkpoint', CASE WHEN $5::boolean THEN 'start_over' ELSE 'resume' END,
+                   ELSE jsonb_build_object('checkpoint', CASE WHEN $6::boolean THEN 'start_over' ELSE 'resume' END,
                                            'step', t.step) END
     FROM changed c JOIN target t ON t.id = c.id
 )
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM changed ORDER BY id
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM changed ORDER BY id
 `
 
 type JobRetryParams struct {
-	Ids       []int64
-	Kind      *string
-	Queue     *string
-	State     *JobState
-	StartOver bool
-	Actor     string
+	Ids          []int64
+	Kind         *string
+	Queue        *string
+	State        *JobState
+	FailureGroup *int64
+	StartOver    bool
+	Actor        string
 }
 
 type JobRetryRow struct {
@@ -1833,6 +1856,7 @@ type JobRetryRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // Moves dead or cancelled jobs back to pending, due now, with a fresh budget
@@ -1848,6 +1872,7 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 		arg.Kind,
 		arg.Queue,
 		arg.State,
+		arg.FailureGroup,
 		arg.StartOver,
 		arg.Actor,
 	)
@@ -1899,6 +1924,7 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -1911,8 +1937,8 @@ func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) ([]JobRetryR
 }
 
 const jobSearchIndexed = `-- name: JobSearchIndexed :many
-SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM (
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM (
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
      WHERE state <> 'running'
        AND job_search_text(app, payload, last_error, result) LIKE $1::text
        AND ($2::job_state IS NULL OR state = $2)
@@ -1923,7 +1949,7 @@ SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_atte
      ORDER BY id DESC
      LIMIT $7)
     UNION ALL
-    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+    (SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
      WHERE state = 'running'
        AND job_search_text(app, payload, last_error, result) LIKE $1::text
        AND ($2::job_state IS NULL OR state = $2)
@@ -2012,6 +2038,7 @@ func (q *Queries) JobSearchIndexed(ctx context.Context, arg JobSearchIndexedPara
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -2024,8 +2051,8 @@ func (q *Queries) JobSearchIndexed(ctx context.Context, arg JobSearchIndexedPara
 }
 
 const jobSearchRecent = `-- name: JobSearchRecent :many
-SELECT w.id, w.kind, w.queue, w.priority, w.payload, w.app, w.device, w.state, w.attempt, w.max_attempts, w.counted_attempts, w.run_at, w.lease_owner, w.lease_until, w.lease_token, w.lease_ms, w.heartbeat_at, w.attempt_started_at, w.timeout_ms, w.cancel_requested, w.idempotency_key, w.backoff_base_ms, w.backoff_max_ms, w.last_error, w.result, w.created_at, w.finished_at, w.concurrency_key, w.concurrency_limit, w.schedule, w.handover_pending, w.checkpoint, w.checkpoint_step, w.checkpoint_attempt, w.checkpoint_at, w.max_cost, w.max_steps, w.cost_spent_micros, w.steps_spent, w.rate_limits FROM (
-    SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits FROM jobs
+SELECT w.id, w.kind, w.queue, w.priority, w.payload, w.app, w.device, w.state, w.attempt, w.max_attempts, w.counted_attempts, w.run_at, w.lease_owner, w.lease_until, w.lease_token, w.lease_ms, w.heartbeat_at, w.attempt_started_at, w.timeout_ms, w.cancel_requested, w.idempotency_key, w.backoff_base_ms, w.backoff_max_ms, w.last_error, w.result, w.created_at, w.finished_at, w.concurrency_key, w.concurrency_limit, w.schedule, w.handover_pending, w.checkpoint, w.checkpoint_step, w.checkpoint_attempt, w.checkpoint_at, w.max_cost, w.max_steps, w.cost_spent_micros, w.steps_spent, w.rate_limits, w.failure_group FROM (
+    SELECT id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group FROM jobs
     WHERE id < CASE WHEN $1::bigint > 0 THEN $1 ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END
       AND id >= CASE WHEN $1::bigint > 0 THEN $1 ELSE (SELECT coalesce(max(id), 0) + 1 FROM jobs) END - $2::bigint
     ORDER BY id DESC
@@ -2115,6 +2142,7 @@ func (q *Queries) JobSearchRecent(ctx context.Context, arg JobSearchRecentParams
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}
@@ -2136,7 +2164,7 @@ WITH stopped AS (
     WHERE jobs.id = $2
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until, $3, $4)
       AND $1::attempt_outcome IN ('released', 'cancelled')
-    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits
+    RETURNING id, kind, queue, priority, payload, app, device, state, attempt, max_attempts, counted_attempts, run_at, lease_owner, lease_until, lease_token, lease_ms, heartbeat_at, attempt_started_at, timeout_ms, cancel_requested, idempotency_key, backoff_base_ms, backoff_max_ms, last_error, result, created_at, finished_at, concurrency_key, concurrency_limit, schedule, handover_pending, checkpoint, checkpoint_step, checkpoint_attempt, checkpoint_at, max_cost, max_steps, cost_spent_micros, steps_spent, rate_limits, failure_group
 ), att AS (
     INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, now(), $1::attempt_outcome
@@ -2149,7 +2177,7 @@ WITH stopped AS (
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM stopped
 )
-SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule, stopped.handover_pending, stopped.checkpoint, stopped.checkpoint_step, stopped.checkpoint_attempt, stopped.checkpoint_at, stopped.max_cost, stopped.max_steps, stopped.cost_spent_micros, stopped.steps_spent, stopped.rate_limits FROM stopped LEFT JOIN freed ON true
+SELECT stopped.id, stopped.kind, stopped.queue, stopped.priority, stopped.payload, stopped.app, stopped.device, stopped.state, stopped.attempt, stopped.max_attempts, stopped.counted_attempts, stopped.run_at, stopped.lease_owner, stopped.lease_until, stopped.lease_token, stopped.lease_ms, stopped.heartbeat_at, stopped.attempt_started_at, stopped.timeout_ms, stopped.cancel_requested, stopped.idempotency_key, stopped.backoff_base_ms, stopped.backoff_max_ms, stopped.last_error, stopped.result, stopped.created_at, stopped.finished_at, stopped.concurrency_key, stopped.concurrency_limit, stopped.schedule, stopped.handover_pending, stopped.checkpoint, stopped.checkpoint_step, stopped.checkpoint_attempt, stopped.checkpoint_at, stopped.max_cost, stopped.max_steps, stopped.cost_spent_micros, stopped.steps_spent, stopped.rate_limits, stopped.failure_group FROM stopped LEFT JOIN freed ON true
 `
 
 type JobStopParams struct {
@@ -2200,6 +2228,7 @@ type JobStopRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // Ends the current attempt without counting it: 'released' (the worker shut
@@ -2255,6 +2284,7 @@ func (q *Queries) JobStop(ctx context.Context, arg JobStopParams) (JobStopRow, e
 		&i.CostSpentMicros,
 		&i.StepsSpent,
 		&i.RateLimits,
+		&i.FailureGroup,
 	)
 	return i, err
 }

@@ -128,6 +128,7 @@ type Artifact struct {
 	Height      *int32
 	CreatedAt   time.Time
 	Step        *int32
+	ScreenHash  *int64
 }
 
 type ArtifactStorage struct {
@@ -137,16 +138,17 @@ type ArtifactStorage struct {
 }
 
 type Attempt struct {
-	JobID       int64
-	Number      int32
-	WorkerID    string
-	LeaseToken  int64
-	StartedAt   time.Time
-	HeartbeatAt *time.Time
-	LeaseUntil  *time.Time
-	EndedAt     *time.Time
-	Outcome     *AttemptOutcome
-	Error       *string
+	JobID        int64
+	Number       int32
+	WorkerID     string
+	LeaseToken   int64
+	StartedAt    time.Time
+	HeartbeatAt  *time.Time
+	LeaseUntil   *time.Time
+	EndedAt      *time.Time
+	Outcome      *AttemptOutcome
+	Error        *string
+	FailureGroup *int64
 }
 
 type AttemptUsage struct {
@@ -205,6 +207,17 @@ type Event struct {
 	Detail  json.RawMessage
 }
 
+type FailureGroup struct {
+	ID           int64
+	Signature    string
+	ScreenHash   *int64
+	Error        string
+	JobID        int64
+	Attempt      int32
+	ScreenshotID *int64
+	CreatedAt    time.Time
+}
+
 type Job struct {
 	ID                int64
 	Kind              string
@@ -246,6 +259,7 @@ type Job struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 type JobAttempt struct {

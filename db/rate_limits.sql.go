@@ -30,7 +30,7 @@ WITH gate AS MATERIALIZED (
                       + LEAST($3::integer, j.timeout_ms, $5::integer) * interval '1 millisecond'
     WHERE j.id = ANY ($6::bigint[]) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
-    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits
+    RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), spend AS (
     SELECT k.key, count(*)::integer AS n FROM claimed, unnest(claimed.rate_limits) AS k(key) GROUP BY k.key
 ), spent AS (
@@ -50,7 +50,7 @@ WITH gate AS MATERIALIZED (
            jsonb_build_object('step', checkpoint_step, 'from_attempt', checkpoint_attempt, 'saved_at', checkpoint_at)
     FROM claimed WHERE checkpoint IS NOT NULL
 )
-SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
+SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payload, claimed.app, claimed.device, claimed.state, claimed.attempt, claimed.max_attempts, claimed.counted_attempts, claimed.run_at, claimed.lease_owner, claimed.lease_until, claimed.lease_token, claimed.lease_ms, claimed.heartbeat_at, claimed.attempt_started_at, claimed.timeout_ms, claimed.cancel_requested, claimed.idempotency_key, claimed.backoff_base_ms, claimed.backoff_max_ms, claimed.last_error, claimed.result, claimed.created_at, claimed.finished_at, claimed.concurrency_key, claimed.concurrency_limit, claimed.schedule, claimed.handover_pending, claimed.checkpoint, claimed.checkpoint_step, claimed.checkpoint_attempt, claimed.checkpoint_at, claimed.max_cost, claimed.max_steps, claimed.cost_spent_micros, claimed.steps_spent, claimed.rate_limits, claimed.failure_group FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id
 `
 
 type JobClaimRatedParams struct {
@@ -104,6 +104,7 @@ type JobClaimRatedRow struct {
 	CostSpentMicros   int64
 	StepsSpent        int32
 	RateLimits        []string
+	FailureGroup      *int64
 }
 
 // The second statement: claims the jobs of @ids the claimer chose within
@@ -171,6 +172,7 @@ func (q *Queries) JobClaimRated(ctx context.Context, arg JobClaimRatedParams) ([
 			&i.CostSpentMicros,
 			&i.StepsSpent,
 			&i.RateLimits,
+			&i.FailureGroup,
 		); err != nil {
 			return nil, err
 		}

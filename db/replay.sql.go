@@ -12,7 +12,7 @@ import (
 )
 
 const replayArtifactListByAttempt = `-- name: ReplayArtifactListByAttempt :many
-SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step FROM artifacts WHERE job_id = $1 AND attempt = $2 ORDER BY id
+SELECT id, job_id, attempt, kind, name, content_type, size, sha256, width, height, created_at, step, screen_hash FROM artifacts WHERE job_id = $1 AND attempt = $2 ORDER BY id
 `
 
 type ReplayArtifactListByAttemptParams struct {
@@ -43,6 +43,7 @@ func (q *Queries) ReplayArtifactListByAttempt(ctx context.Context, arg ReplayArt
 			&i.Height,
 			&i.CreatedAt,
 			&i.Step,
+			&i.ScreenHash,
 		); err != nil {
 			return nil, err
 		}

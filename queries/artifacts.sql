@@ -1,8 +1,8 @@
 -- name: ArtifactInsert :one
 -- Records an artifact of the current attempt; no row when the lease is not
 -- current (stale token, job no longer running, or deadline passed).
-INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height, step)
-SELECT j.id, j.attempt, @kind, @name, @content_type, @size, @sha256, sqlc.narg('width'), sqlc.narg('height'), sqlc.narg('step')
+INSERT INTO artifacts (job_id, attempt, kind, name, content_type, size, sha256, width, height, step, screen_hash)
+SELECT j.id, j.attempt, @kind, @name, @content_type, @size, @sha256, sqlc.narg('width'), sqlc.narg('height'), sqlc.narg('step'), sqlc.narg('screen_hash')
 FROM jobs j
 WHERE j.id = @job_id AND lease_is_current(j.state, j.lease_token, j.lease_owner, j.lease_until, @lease_token, @worker_id)
 RETURNING *;

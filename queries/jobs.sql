@@ -469,12 +469,15 @@ SELECT done.id, done.lease_token, done.lease_owner FROM done LEFT JOIN freed ON 
 
 -- name: JobFail :one
 -- Ends the attempt as failed and records it. The job goes on as
--- job_state_after_failure says, a retry due after job_backoff. SET
--- expressions read the row as it was before the update.
+-- job_state_after_failure says, a retry due after job_backoff; the
+-- attempt and the job join the failure group of @error and the attempt's
+-- last screenshot (failure_group_of). SET expressions read the row as it
+-- was before the update.
 WITH failed AS (
     UPDATE jobs
     SET counted_attempts = counted_attempts + 1,
         last_error = @error,
+        failure_group = failure_group_of(id, attempt, @error),
         state = job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts),
         run_at = CASE WHEN job_state_after_failure(cancel_requested, @retryable::boolean, counted_attempts + 1, max_attempts) = 'pending'
                       THEN coalesce(sqlc.narg('now')::timestamptz, now()) + job_backoff(counted_attempts + 1, backoff_base_ms, backoff_max_ms) ELSE run_at END,
@@ -485,8 +488,8 @@ WITH failed AS (
       AND lease_is_current(jobs.state, jobs.lease_token, jobs.lease_owner, jobs.lease_until - (coalesce(sqlc.narg('now')::timestamptz, now()) - now()), @lease_token, @worker_id)
     RETURNING *
 ), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
-    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()), 'failed', @error
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error, failure_group)
+    SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()), 'failed', @error, failure_group
     FROM failed
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -534,22 +537,23 @@ SELECT stopped.* FROM stopped LEFT JOIN freed ON true;
 -- is due again at once (cancelled if a cancel was asked meanwhile), and
 -- the failure webhook, which fires only when counted_attempts grows, stays
 -- silent. Otherwise a lease that reached the attempt's timeout fails the
--- attempt (timed_out), and any other ends lease_expired; both count.
+-- attempt (timed_out), and any other ends lease_expired; both count, and
+-- both put the attempt and the job in the failure group of their error.
 WITH expired AS MATERIALIZED (
-    SELECT id, handover_pending AS undelivered,
-           (NOT handover_pending AND timeout_ms IS NOT NULL
-            AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond') AS timed_out
+    SELECT id, handover_pending AS undelivered, NOT handover_pending AND t.over AS timed_out,
+           CASE WHEN t.over THEN format('attempt %s timed out after %s ms', attempt, timeout_ms)
+                ELSE format('lease expired: worker %s sent no heartbeat after %s', lease_owner, heartbeat_at) END AS error
     FROM jobs
+    CROSS JOIN LATERAL (SELECT timeout_ms IS NOT NULL AND lease_until >= attempt_started_at + timeout_ms * interval '1 millisecond' AS over) t
     WHERE state = 'running' AND lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
     ORDER BY lease_until
     LIMIT @max
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF jobs SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
     SET counted_attempts = j.counted_attempts + CASE WHEN e.undelivered THEN 0 ELSE 1 END,
-        last_error = CASE WHEN e.undelivered THEN j.last_error
-                          WHEN e.timed_out THEN format('attempt %s timed out after %s ms', j.attempt, j.timeout_ms)
-                          ELSE format('lease expired: worker %s sent no heartbeat after %s', j.lease_owner, j.heartbeat_at) END,
+        last_error = CASE WHEN e.undelivered THEN j.last_error ELSE e.error END,
+        failure_group = CASE WHEN e.undelivered THEN j.failure_group ELSE failure_group_of(j.id, j.attempt, e.error) END,
         state = CASE WHEN NOT e.undelivered THEN job_state_after_failure(j.cancel_requested, true, j.counted_attempts + 1, j.max_attempts)
                      WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END::job_state,
         run_at = CASE WHEN e.undelivered THEN coalesce(sqlc.narg('now')::timestamptz, now())
@@ -563,10 +567,11 @@ WITH expired AS MATERIALIZED (
     WHERE j.id = e.id
     RETURNING j.*, e.timed_out, e.undelivered
 ), att AS (
-    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+    INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error, failure_group)
     SELECT id, attempt, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, coalesce(sqlc.narg('now')::timestamptz, now()),
            CASE WHEN undelivered THEN 'not_delivered' WHEN timed_out THEN 'failed' ELSE 'lease_expired' END::attempt_outcome,
-           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END
+           CASE WHEN undelivered THEN format('not delivered: worker %s never confirmed the hand-over', lease_owner) ELSE last_error END,
+           CASE WHEN NOT undelivered THEN failure_group END
     FROM reaped
 ), ev AS (
     INSERT INTO events (job_id, type, attempt, detail)
@@ -635,6 +640,7 @@ WITH target AS MATERIALIZED (
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+      AND (sqlc.narg('failure_group')::bigint IS NULL OR failure_group = sqlc.narg('failure_group'))
     ORDER BY id
     FOR UPDATE OF jobs
 ), changed AS (
@@ -680,6 +686,7 @@ WITH target AS MATERIALIZED (
       AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
       AND (sqlc.narg('queue')::text IS NULL OR queue = sqlc.narg('queue'))
       AND (sqlc.narg('state')::job_state IS NULL OR state = sqlc.narg('state'))
+      AND (sqlc.narg('failure_group')::bigint IS NULL OR failure_group = sqlc.narg('failure_group'))
     ORDER BY id
     FOR UPDATE
 ), changed AS (

@@ -10,7 +10,7 @@ import (
 )
 
 // Selection picks the jobs of a bulk retry or cancel: by IDs, or by
-// state, kind and queue (all that are set must match). It has no App: the
+// state, kind, queue and failure group (all that are set must match). It has no App: the
 // bulk statements do not select by it, so a field that were here would be
 // silently ignored. An empty selection is refused rather than taken as
 // every job.
@@ -19,6 +19,10 @@ type Selection struct {
 	State State
 	Kind  string
 	Queue string
+	// FailureGroup selects the jobs whose last failure is in that group:
+	// a retry takes its dead letters (and cancelled jobs), a cancel the
+	// jobs still retrying after such a failure.
+	FailureGroup int64
 	// StartOver, for a retry only, clears each job's checkpoint: its next
 	// attempt starts from the beginning instead of resuming.
 	StartOver bool
@@ -28,8 +32,8 @@ type Selection struct {
 }
 
 func (s Selection) check() error {
-	if len(s.IDs) == 0 && s.State == "" && s.Kind == "" && s.Queue == "" {
-		return invalid("", "select jobs by ids or by state, kind or queue")
+	if len(s.IDs) == 0 && s.State == "" && s.Kind == "" && s.Queue == "" && s.FailureGroup == 0 {
+		return invalid("", "select jobs by ids or by state, kind, queue or failure group")
 	}
 	return nil
 }
@@ -45,7 +49,7 @@ func (c *Client) Cancel(ctx context.Context, f Selection, actor string) ([]Job, 
 		return nil, err
 	}
 	p := db.JobCancelParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor,
-		OnlineMs: OnlineWindow.Milliseconds()}
+		OnlineMs: OnlineWindow.Milliseconds(), FailureGroup: nonZero(f.FailureGroup)}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}
@@ -67,7 +71,8 @@ func (c *Client) Retry(ctx context.Context, f Selection, actor string) ([]Job, e
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	p := db.JobRetryParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor, StartOver: f.StartOver}
+	p := db.JobRetryParams{Ids: f.IDs, Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), Actor: actor, StartOver: f.StartOver,
+		FailureGroup: nonZero(f.FailureGroup)}
 	if f.State != "" {
 		p.State = ptr(db.JobState(f.State))
 	}
@@ -118,6 +123,9 @@ func (f Selection) auditEntry(verb string, jobs []Job) audit.Entry {
 		if v != "" {
 			sel[k] = v
 		}
+	}
+	if f.FailureGroup != 0 {
+		sel["failure_group"] = f.FailureGroup
 	}
 	ids := make([]int64, 0, min(len(jobs), auditedIDs))
 	for _, j := range jobs[:cap(ids)] {

@@ -26,6 +26,7 @@ func (j Job) API() api.Job {
 		FinishedAt: api.TimePtr(j.FinishedAt), Schedule: j.Schedule,
 		Checkpoint: j.Checkpoint.API(),
 		MaxCost:    j.MaxCost, MaxSteps: j.MaxSteps, CostSpentMicros: j.CostSpentMicros, StepsSpent: j.StepsSpent,
+		FailureGroup: j.FailureGroup,
 	}
 }
 
@@ -65,6 +66,7 @@ func JobFromAPI(j api.Job) Job {
 		FinishedAt: api.StdTime(j.FinishedAt), Schedule: j.Schedule,
 		Checkpoint: checkpointFromAPI(j.Checkpoint),
 		MaxCost:    j.MaxCost, MaxSteps: j.MaxSteps, CostSpentMicros: j.CostSpentMicros, StepsSpent: j.StepsSpent,
+		FailureGroup: j.FailureGroup,
 	}
 }
 

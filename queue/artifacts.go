@@ -33,8 +33,12 @@ type Artifact struct {
 	// Step is the step of its attempt the executor says the artifact
 	// belongs to (>= 1; nil: not given): a replay shows it with the
 	// message of the progress event of the same step.
-	Step      *int32
-	CreatedAt time.Time
+	Step *int32
+	// ScreenHash is a screenshot's perceptual hash (package screenhash),
+	// which groups failures by the screen they ended on; nil for text, or
+	// for an image too large to decode for it.
+	ScreenHash *int64
+	CreatedAt  time.Time
 }
 
 // maxArtifactName is the artifacts.name column's bound.
@@ -61,7 +65,7 @@ func (c *Client) RecordArtifact(ctx context.Context, l Lease, a Artifact) (Artif
 func insertArtifact(ctx context.Context, q *db.Queries, l Lease, a Artifact) (Artifact, error) {
 	row, err := q.ArtifactInsert(ctx, db.ArtifactInsertParams{
 		JobID: l.JobID, LeaseToken: l.Token, WorkerID: l.WorkerID, Kind: a.Kind, Name: a.Name, ContentType: a.ContentType,
-		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height, Step: a.Step,
+		Size: a.Size, Sha256: a.SHA256, Width: a.Width, Height: a.Height, Step: a.Step, ScreenHash: a.ScreenHash,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Artifact{}, err
@@ -109,6 +113,7 @@ func (c *Client) artifacts(ctx context.Context, jobID int64) ([]Artifact, error)
 func artifactFromRow(r db.Artifact) Artifact {
 	return Artifact{
 		ID: r.ID, JobID: r.JobID, Attempt: r.Attempt, Kind: r.Kind, Name: r.Name, ContentType: r.ContentType,
-		Size: r.Size, SHA256: r.Sha256, Width: r.Width, Height: r.Height, Step: r.Step, CreatedAt: r.CreatedAt,
+		Size: r.Size, SHA256: r.Sha256, Width: r.Width, Height: r.Height, Step: r.Step, ScreenHash: r.ScreenHash,
+		CreatedAt: r.CreatedAt,
 	}
 }

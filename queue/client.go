@@ -46,6 +46,13 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
+func nonZero(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
 func mapKeys(m map[string]bool) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

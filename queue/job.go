@@ -98,6 +98,9 @@ type Job struct {
 	MaxSteps        *int32
 	CostSpentMicros int64
 	StepsSpent      int32
+	// FailureGroup is the failure group of the job's last failed attempt
+	// (nil: it has not failed since failure groups began).
+	FailureGroup *int64
 }
 
 // Attempt is one claim of a job, from start to its outcome.
@@ -154,7 +157,7 @@ func jobFromRow(r db.Job) Job {
 		ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
 		Checkpoint: checkpointFromRow(r),
 		MaxCost:    r.MaxCost, MaxSteps: r.MaxSteps, CostSpentMicros: r.CostSpentMicros, StepsSpent: r.StepsSpent,
-		RateLimits: r.RateLimits,
+		RateLimits: r.RateLimits, FailureGroup: r.FailureGroup,
 	}
 }
 

@@ -117,12 +117,18 @@ type Filter struct {
 	// Text, when set, is searched for (Search) in the job's app,
 	// payload, last error and result; CheckSearch says what it may be.
 	Text string
+	// FailureGroup, when set, lists the dead letters of that failure
+	// group: State must be empty or dead, and Text empty.
+	FailureGroup int64
 }
 
 // List returns up to limit jobs matching f, newest first, older than
 // before (0: from the newest). next is the cursor of the following page, or
 // nil on the last one.
 func (c *Client) List(ctx context.Context, f Filter, before int64, limit int) (jobs []Job, next *int64, err error) {
+	if f.FailureGroup != 0 {
+		return c.listDeadInGroup(ctx, f, before, limit)
+	}
 	if f.Text != "" {
 		return c.search(ctx, f, before, limit)
 	}
@@ -189,4 +195,26 @@ func (c *Client) Workers(ctx context.Context, window time.Duration) ([]Worker, e
 		ws[i] = Worker{ID: r.ID, LastSeen: r.LastSeen, Device: r.Device, Queues: r.Queues, Running: r.Running}
 	}
 	return ws, nil
+}
+
+// listDeadInGroup is List for a filter with a FailureGroup.
+func (c *Client) listDeadInGroup(ctx context.Context, f Filter, before int64, limit int) (jobs []Job, next *int64, err error) {
+	switch {
+	case f.State != "" && f.State != StateDead:
+		return nil, nil, invalid("state", "a failure group lists dead letters: leave state out or make it dead")
+	case f.Text != "":
+		return nil, nil, invalid("q", "search within a failure group is not supported: leave one of them out")
+	}
+	rows, err := c.q.JobListDeadInGroup(ctx, db.JobListDeadInGroupParams{
+		FailureGroup: f.FailureGroup, BeforeID: before, Max: int32(limit + 1),
+		Kind: nonEmpty(f.Kind), Queue: nonEmpty(f.Queue), App: nonEmpty(f.App),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing dead letters of a failure group: %w", inputRefused(err, ""))
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = &rows[limit-1].ID
+	}
+	return toJobs(rows), next, nil
 }
