@@ -94,6 +94,9 @@ type Job struct {
 	// Checkpoint is the last one an attempt saved (SPEC "Checkpoints"),
 	// null for none: in a claim answer, what the attempt resumes from.
 	Checkpoint *Checkpoint `json:"checkpoint"`
+	// FailureGroup is the failure group of the job's last failed attempt
+	// (GET /api/v1/failure-groups), null when it has none.
+	FailureGroup *int64 `json:"failure_group"`
 }
 
 // Checkpoint is the state an attempt saved to resume from: the step it
@@ -260,6 +263,10 @@ type Selector struct {
 	State State   `json:"state,omitempty"`
 	Kind  string  `json:"kind,omitempty"`
 	Queue string  `json:"queue,omitempty"`
+	// FailureGroup picks the jobs whose last failure is in that group:
+	// a retry takes its dead (and cancelled) jobs, a cancel those still
+	// retrying.
+	FailureGroup int64 `json:"failure_group,omitempty"`
 	// Checkpoint, for a retry only: "resume" (the default) or
 	// "start_over", which clears each job's checkpoint.
 	Checkpoint string `json:"checkpoint,omitempty"`

@@ -117,6 +117,7 @@ func (s *server) routes(e *echo.Echo) {
 	people.route(POST, "/jobs/retry", role.Operator, a.RetryJobs)
 	people.route(POST, "/jobs/cancel", role.Operator, a.CancelJobs)
 	people.route(GET, "/stats", role.Viewer, a.Stats, replica)
+	people.route(GET, "/failure-groups", role.Viewer, a.ListFailureGroups, replica)
 	people.route(POST, "/schedules", role.Operator, a.CreateSchedule)
 	people.route(GET, "/schedules", role.Viewer, a.ListSchedules, replica)
 	people.route(GET, "/schedules/:name", role.Viewer, a.GetSchedule)

@@ -255,6 +255,7 @@ type jobJSON struct {
 	IdempotencyKey  *string         `json:"idempotency_key"`
 	LastError       *string         `json:"last_error"`
 	CreatedAt       string          `json:"created_at"`
+	FailureGroup    *int64          `json:"failure_group"`
 }
 
 // submit creates a job through the API and returns it.

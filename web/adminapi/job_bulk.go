@@ -91,8 +91,11 @@ func decodeSelector(c echo.Context) (queue.Selection, error) {
 	if err := httpx.CheckText("queue", sel.Queue); err != nil {
 		return queue.Selection{}, err
 	}
-	if len(sel.IDs) == 0 && sel.State == "" && sel.Kind == "" && sel.Queue == "" {
-		return queue.Selection{}, httpx.BadRequest("", `select jobs by "ids" or a filter of "state", "kind" and "queue"`)
+	if sel.FailureGroup < 0 {
+		return queue.Selection{}, httpx.BadRequest("failure_group", "must be a failure group's id (a positive integer)")
+	}
+	if len(sel.IDs) == 0 && sel.State == "" && sel.Kind == "" && sel.Queue == "" && sel.FailureGroup == 0 {
+		return queue.Selection{}, httpx.BadRequest("", `select jobs by "ids" or a filter of "state", "kind", "queue" and "failure_group"`)
 	}
 	choice := sel.Checkpoint
 	if choice == "" {
@@ -102,5 +105,6 @@ func decodeSelector(c echo.Context) (queue.Selection, error) {
 	if err != nil {
 		return queue.Selection{}, err
 	}
-	return queue.Selection{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue, StartOver: startOver}, nil
+	return queue.Selection{IDs: sel.IDs, State: queue.State(sel.State), Kind: sel.Kind, Queue: sel.Queue,
+		FailureGroup: sel.FailureGroup, StartOver: startOver}, nil
 }

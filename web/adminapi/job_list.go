@@ -20,7 +20,8 @@ const (
 
 // ListJobs lists jobs newest first, filtered by state, kind, queue and app,
 // and q, a text searched for in their app, payload, last error and
-// result; one keyset page at a time: cursor is the next_cursor of the
+// result, or failure_group, which lists that group's dead letters; one
+// keyset page at a time: cursor is the next_cursor of the
 // page before.
 func (h *Handler) ListJobs(c echo.Context) error {
 	var f queue.Filter
@@ -41,6 +42,13 @@ func (h *Handler) ListJobs(c echo.Context) error {
 			return err
 		}
 		f.Text = q
+	}
+	if v := c.QueryParam("failure_group"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return httpx.BadRequest("failure_group", "must be a failure group's id (a positive integer)")
+		}
+		f.FailureGroup = n
 	}
 	limit := int64(defaultListLimit)
 	if v := c.QueryParam("limit"); v != "" {
