@@ -104,7 +104,8 @@ func (h *Handler) RetryJobs(c echo.Context) error { return h.jobsBulk(c, bulkRet
 func (h *Handler) CancelJobs(c echo.Context) error { return h.jobsBulk(c, bulkCancel) }
 
 // jobsBulk is a bulk action from the list pages' forms: ids repeated
-// (checkboxes, or one row's button), or all=dead to retry every dead job.
+// (checkboxes, or one row's button), all=dead to retry every dead job,
+// or failure_group=ID to act on one failure group.
 // It redirects back to the page the form was on, with its filters and a
 // done= notice saying what changed.
 func (h *Handler) jobsBulk(c echo.Context, action bulkAction) error {
@@ -123,10 +124,25 @@ func (h *Handler) jobsBulk(c echo.Context, action bulkAction) error {
 		}
 		f = queue.Selection{State: queue.StateDead}
 	}
+	// failure_group=ID is a failure group's "Retry its dead letters" (the
+	// group's dead jobs) or "Cancel its retries" (its jobs still retrying).
+	if g := form.Get("failure_group"); g != "" && problem == "" {
+		id, err := strconv.ParseInt(g, 10, 64)
+		switch {
+		case err != nil || id < 1:
+			problem = "That failure group does not exist."
+		case len(ids) > 0 || form.Get("all") != "":
+			problem = "Choose either jobs by their checkboxes or a failure group."
+		case action == bulkRetry:
+			f = queue.Selection{FailureGroup: id, State: queue.StateDead}
+		default:
+			f = queue.Selection{FailureGroup: id}
+		}
+	}
 	if problem != "" {
 		return render(c, http.StatusBadRequest, templates.ListProblem(h.page(c, "Nothing was changed", ""), problem, back))
 	}
-	if len(f.IDs) == 0 && f.State == "" {
+	if len(f.IDs) == 0 && f.State == "" && f.FailureGroup == 0 {
 		return bulkRedirect(c, back, url.Values{"done": {"none"}})
 	}
 	who := "user:" + httpx.CurrentSession(c).Username
@@ -154,7 +170,8 @@ func (h *Handler) jobsBulk(c echo.Context, action bulkAction) error {
 	if skipped := len(f.IDs) - len(changed); len(f.IDs) > 0 && skipped > 0 {
 		done.Set("skipped", strconv.Itoa(skipped))
 	}
-	h.logger.Info("bulk action", "by", who, "retry", action == bulkRetry, "ids", len(f.IDs), "state", f.State, "changed", len(changed))
+	h.logger.Info("bulk action", "by", who, "retry", action == bulkRetry, "ids", len(f.IDs), "state", f.State,
+		"failure_group", f.FailureGroup, "changed", len(changed))
 	return bulkRedirect(c, back, done)
 }
 
