@@ -100,18 +100,18 @@ func TestFailureGroupsByErrorAndScreen(t *testing.T) {
 	}
 	job := func(app string, attempts int32) queue.Job { return jobIn("fg", app, attempts) }
 
-	a := job("com.example.a", 1)
-	a = f.failWith(t, "fg", &login, "element 'Sign in' not found after 3000 ms on w-3 at 2026-12-06 10:00:01", false)
-	b := job("com.example.b", 1)
-	b = f.failWith(t, "fg", &nearLogin, "element 'Sign in' not found after 4500 ms on w-17 at 2026-12-06 11:20:00", false)
-	c := job("com.example.a", 1)
-	c = f.failWith(t, "fg", &crash, "element 'Sign in' not found after 10 ms on w-1 at 2026-12-06 12:00:00", false)
-	d := job("com.example.a", 1)
-	d = f.failWith(t, "fg", nil, "element 'Sign in' not found after 10 ms on w-1 at 2026-12-06 12:00:00", false)
-	e := job("com.example.a", 1)
-	e = f.failWith(t, "fg", &login, "the app crashed", false)
-	retrying := job("com.example.c", 5)
-	retrying = f.failWith(t, "fg", &login, "element 'Sign in' not found after 1 ms on w-9 at 2026-12-06 13:00:00", true)
+	job("com.example.a", 1)
+	a := f.failWith(t, "fg", &login, "element 'Sign in' not found after 3000 ms on w-3 at 2026-12-06 10:00:01", false)
+	job("com.example.b", 1)
+	b := f.failWith(t, "fg", &nearLogin, "element 'Sign in' not found after 4500 ms on w-17 at 2026-12-06 11:20:00", false)
+	job("com.example.a", 1)
+	c := f.failWith(t, "fg", &crash, "element 'Sign in' not found after 10 ms on w-1 at 2026-12-06 12:00:00", false)
+	job("com.example.a", 1)
+	d := f.failWith(t, "fg", nil, "element 'Sign in' not found after 10 ms on w-1 at 2026-12-06 12:00:00", false)
+	job("com.example.a", 1)
+	e := f.failWith(t, "fg", &login, "the app crashed", false)
+	job("com.example.c", 5)
+	retrying := f.failWith(t, "fg", &login, "element 'Sign in' not found after 1 ms on w-9 at 2026-12-06 13:00:00", true)
 
 	for _, j := range []queue.Job{a, b, c, d, e, retrying} {
 		if j.FailureGroup == nil {
@@ -268,4 +268,64 @@ func TestFailureGroupOneGroupUnderConcurrentFailures(t *testing.T) {
 	if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM failure_groups`).Scan(&groups); err != nil || groups != 2 {
 		t.Errorf("%d groups, %v; want 2", groups, err)
 	}
+}
+
+// Migration 31 groups the dead letters a database already holds, by their
+// errors alone (no screenshot had a hash), with their last attempts; its
+// down migration removes every trace, and up again regroups them.
+func TestFailureGroupMigrationGroupsExistingDeadLetters(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	mg := f.migratedTo(t, 30)
+	for _, sql := range []string{
+		`INSERT INTO jobs (id, kind, app, state, attempt, counted_attempts, last_error, finished_at) OVERRIDING SYSTEM VALUE
+		 VALUES (1, 't', 'com.example.a', 'dead', 2, 2, 'timed out after 30 s on emulator-5554', now() - interval '2 h'),
+		        (2, 't', 'com.example.b', 'dead', 1, 1, 'timed out after 45 s on emulator-5556', now() - interval '1 h'),
+		        (3, 't', 'com.example.a', 'dead', 1, 1, 'the app crashed', now()),
+		        (4, 't', 'com.example.a', 'pending', 1, 1, 'timed out after 5 s on emulator-5554', NULL),
+		        (5, 't', 'com.example.a', 'dead', 0, 0, NULL, now())`,
+		`INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, ended_at, outcome, error)
+		 VALUES (1, 1, 'w', 1, now(), now(), 'failed', 'timed out after 10 s on emulator-5554'),
+		        (1, 2, 'w', 2, now(), now(), 'failed', 'timed out after 30 s on emulator-5554'),
+		        (2, 1, 'w', 3, now(), now(), 'lease_expired', 'timed out after 45 s on emulator-5556'),
+		        (3, 1, 'w', 4, now(), now(), 'failed', 'the app crashed'),
+		        (4, 1, 'w', 5, now(), now(), 'failed', 'timed out after 5 s on emulator-5554')`,
+	} {
+		if _, err := f.pool.Exec(f.ctx, sql); err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+	}
+	check := func() {
+		t.Helper()
+		groups, err := f.client.FailureGroups(f.ctx, queue.FailureGroupQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(groups) != 2 || groups[0].Signature != "the app crashed" || groups[1].Dead != 2 || groups[1].Attempts != 2 ||
+			groups[1].Signature != "timed out after # s on emulator-#" || !slices.Equal(groups[1].Apps, []string{"com.example.a", "com.example.b"}) {
+			t.Fatalf("groups after the migration: %+v", groups)
+		}
+		// The pending job's failure and job 1's first attempt are history
+		// the migration leaves ungrouped; the next failure groups them.
+		var ungrouped int
+		if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM attempts WHERE failure_group IS NULL`).Scan(&ungrouped); err != nil || ungrouped != 2 {
+			t.Errorf("%d attempts ungrouped, %v; want 2", ungrouped, err)
+		}
+	}
+	if err := mg.Up(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	if err := mg.To(30); err != nil {
+		t.Fatal(err)
+	}
+	var left bool
+	if err := f.pool.QueryRow(f.ctx, `SELECT to_regclass('failure_groups') IS NOT NULL
+		OR EXISTS (SELECT 1 FROM information_schema.columns WHERE column_name IN ('failure_group', 'screen_hash'))`).Scan(&left); err != nil || left {
+		t.Fatalf("down migration left failure groups behind (%v)", err)
+	}
+	if err := mg.Up(); err != nil {
+		t.Fatal(err)
+	}
+	check()
 }
