@@ -61,6 +61,11 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	midCursor = int64(n / 2)
+	var bigGroup int64
+	if err := pool.QueryRow(ctx, "SELECT failure_group FROM jobs WHERE state = 'dead' GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").Scan(&bigGroup); err != nil {
+		b.Fatal(err)
+	}
+	weekAgo := time.Now().Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	pages := []string{
 		"/", "/jobs", "/jobs?state=dead", "/jobs?state=running", "/jobs?app=com.example.app7",
 		"/jobs?kind=report&state=succeeded", fmt.Sprintf("/jobs?cursor=%d", midCursor), "/dead",
@@ -68,6 +73,10 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		"/api/v1/jobs?state=dead", "/api/v1/stats", "/api/v1/workers", "/api/v1/queues",
 		// Search: a term in one job of 100,000, one in a thousand, one in every job.
 		"/jobs?q=r5ct-tester", "/jobs?q=com.example.app777", "/jobs?q=onboarding", "/api/v1/jobs?q=r5ct-tester&state=succeeded",
+		// Failure groups: every dead letter's cause counted, one cause's
+		// letters, the causes of a week's failed attempts.
+		"/api/v1/failure-groups", fmt.Sprintf("/dead?group=%d", bigGroup), fmt.Sprintf("/api/v1/jobs?failure_group=%d", bigGroup),
+		"/api/v1/failure-groups?since=" + weekAgo,
 	}
 	for _, path := range pages {
 		b.Run(path, func(b *testing.B) {

@@ -10,10 +10,11 @@ import (
 )
 
 // ScaleDatabase returns a database holding n jobs with their attempts and
-// events, as a long-lived installation has them: 90% succeeded, 5% dead,
-// 3% pending, 1% running, 1% cancelled, over 1,000 apps, three timeline
-// entries per job. It is built once per size and schema (minutes for a million) and
-// kept for later runs; benchmarks only read it.
+// events, as a long-lived installation has them: 90% succeeded, 5% dead
+// (of five causes, in their failure groups), 3% pending, 1% running, 1%
+// cancelled, over 1,000 apps, three timeline entries per job. It is built
+// once per size and schema (minutes for a million) and kept for later
+// runs; benchmarks only read it.
 func ScaleDatabase(tb testing.TB, n int) string {
 	tb.Helper()
 	setupOnce.Do(func() { setupErr = setup() })
@@ -81,7 +82,12 @@ SELECT CASE WHEN g %% 10 = 0 THEN 'report' ELSE 'app_investigation' END,
        g, 30000,
        CASE WHEN st = 'pending' THEN NULL ELSE created + interval '1 second' END,
        CASE WHEN st = 'pending' THEN NULL ELSE created + interval '1 second' END,
-       CASE WHEN st = 'dead' THEN 'sim: the app crashed on the settings screen (step 3)' END,
+       CASE WHEN st = 'dead' THEN CASE g %% 5
+           WHEN 0 THEN 'sim: the app crashed on the settings screen (step ' || (g %% 7 + 1) || ')'
+           WHEN 1 THEN 'timed out after ' || (g %% 900 + 100) || ' s waiting for the login button on emulator-' || (5554 + g %% 20)
+           WHEN 2 THEN 'adb: device R5CT' || (g %% 50) || ' offline at ' || to_char(created, 'YYYY-MM-DD HH24:MI:SS')
+           WHEN 3 THEN 'agent gave up: the Sign in screen showed no Continue button (step ' || (g %% 12 + 1) || ')'
+           ELSE 'upload of /data/local/tmp/run-' || g || '/screen.png failed: 503' END END,
        CASE WHEN st = 'succeeded' THEN '{"summary":"investigated"}'::jsonb END,
        created,
        CASE WHEN st IN ('succeeded', 'dead', 'cancelled') THEN created + interval '20 seconds' END
@@ -90,14 +96,17 @@ FROM (SELECT g, now() - (%[1]d - g) * interval '1 second' AS created,
                    WHEN r < 0.99 THEN 'running' ELSE 'cancelled' END)::job_state AS st
       FROM (SELECT g, random() AS r FROM generate_series(1, %[1]d) g) x) s`, n),
 		fmt.Sprintf(`SELECT setval('lease_token_seq', %d)`, n+1),
+		// Dead letters in their failure groups, as their failures would
+		// have put them (five causes, numbers and times varying).
+		`UPDATE jobs SET failure_group = failure_group_of(id, attempt, last_error) WHERE state = 'dead'`,
 		// As the queue keeps them: the job row describes its latest
 		// attempt while it runs or once it succeeded; attempts that ended
 		// otherwise are rows; created, claimed and succeeded entries of the
 		// timeline are derived when read.
-		`INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error)
+		`INSERT INTO attempts (job_id, number, worker_id, lease_token, started_at, heartbeat_at, lease_until, ended_at, outcome, error, failure_group)
 SELECT id, 1, lease_owner, lease_token, attempt_started_at, heartbeat_at, lease_until, finished_at,
        CASE state WHEN 'dead' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' END::attempt_outcome,
-       last_error
+       last_error, failure_group
 FROM jobs WHERE attempt >= 1 AND state IN ('dead', 'cancelled')`,
 		`INSERT INTO events (job_id, at, type, attempt, detail)
 SELECT id, attempt_started_at + interval '10 seconds', 'progress', 1, '{"message":"opened the app"}'::jsonb
