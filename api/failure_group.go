@@ -17,12 +17,14 @@ type FailureGroup struct {
 	Screenshot *string `json:"screenshot"`
 	// Dead is how many dead letters the group holds now; Attempts how
 	// many failed attempts it has (since `since`, when asked with it).
+	// Both are counted up to 10,000.
 	Dead     int64 `json:"dead"`
 	Attempts int64 `json:"attempts"`
 	// FirstSeen and LastSeen bound its failures.
 	FirstSeen Time `json:"first_seen"`
 	LastSeen  Time `json:"last_seen"`
-	// Apps are up to five of its apps; AppCount how many in all.
+	// Apps are up to five of the apps of its latest 200 dead letters (with
+	// `since`, of its failed attempts); AppCount how many those were.
 	Apps     []string `json:"apps"`
 	AppCount int64    `json:"app_count"`
 }

@@ -43,27 +43,43 @@ func (q *Queries) FailureGroupGet(ctx context.Context, id int64) (FailureGroup, 
 }
 
 const failureGroupListDead = `-- name: FailureGroupListDead :many
-WITH dead AS (
-    SELECT failure_group AS id, count(*) AS dead, min(finished_at)::timestamptz AS first_dead,
-           max(finished_at)::timestamptz AS last_dead, count(DISTINCT app) AS app_count,
-           coalesce((array_agg(DISTINCT app) FILTER (WHERE app IS NOT NULL))[1:5], '{}')::text[] AS apps
-    FROM jobs
-    WHERE state = 'dead' AND failure_group IS NOT NULL
-    GROUP BY failure_group
-    ORDER BY last_dead DESC NULLS LAST, failure_group DESC
-    LIMIT $1
+WITH RECURSIVE holding AS (
+    (SELECT failure_group AS id FROM jobs WHERE state = 'dead' AND failure_group IS NOT NULL ORDER BY failure_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.failure_group FROM jobs j WHERE j.state = 'dead' AND j.failure_group > h.id ORDER BY j.failure_group LIMIT 1)
+    FROM holding h WHERE h.id IS NOT NULL
+), seen AS (
+    SELECT h.id, (SELECT max(ended_at) FROM attempts WHERE failure_group = h.id) AS last_ended
+    FROM holding h
+    WHERE h.id IS NOT NULL
+    ORDER BY last_ended DESC NULLS LAST, h.id DESC
+    LIMIT $2
 )
 SELECT g.id, g.signature, g.screen_hash, g.error, g.job_id, g.attempt, g.screenshot_id, g.created_at,
-       d.dead, d.apps, d.app_count, a.attempts,
-       least(g.created_at, d.first_dead)::timestamptz AS first_seen,
-       greatest(a.last_ended, d.last_dead, g.created_at)::timestamptz AS last_seen
-FROM dead d
-JOIN failure_groups g ON g.id = d.id
+       d.dead, a.attempts, ap.apps, ap.app_count,
+       least(g.created_at, (SELECT min(ended_at) FROM attempts WHERE failure_group = g.id))::timestamptz AS first_seen,
+       greatest(s.last_ended, g.created_at)::timestamptz AS last_seen
+FROM seen s
+JOIN failure_groups g ON g.id = s.id
 CROSS JOIN LATERAL (
-    SELECT count(*) AS attempts, max(ended_at) AS last_ended FROM attempts WHERE failure_group = g.id
+    SELECT count(*) AS dead FROM (SELECT 1 FROM jobs WHERE state = 'dead' AND failure_group = g.id LIMIT $1::bigint) x
+) d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS attempts FROM (SELECT 1 FROM attempts WHERE failure_group = g.id LIMIT $1::bigint) x
 ) a
-ORDER BY d.last_dead DESC NULLS LAST, g.id DESC
+CROSS JOIN LATERAL (
+    SELECT coalesce((array_agg(app ORDER BY app))[1:5], '{}')::text[] AS apps, count(*) AS app_count
+    FROM (SELECT DISTINCT app FROM (
+        SELECT app FROM jobs WHERE state = 'dead' AND failure_group = g.id AND app IS NOT NULL ORDER BY id DESC LIMIT 200
+    ) r) x
+) ap
+ORDER BY s.last_ended DESC NULLS LAST, g.id DESC
 `
+
+type FailureGroupListDeadParams struct {
+	Cap int64
+	Max int32
+}
 
 type FailureGroupListDeadRow struct {
 	ID           int64
@@ -75,22 +91,25 @@ type FailureGroupListDeadRow struct {
 	ScreenshotID *int64
 	CreatedAt    time.Time
 	Dead         int64
+	Attempts     int64
 	Apps         []string
 	AppCount     int64
-	Attempts     int64
 	FirstSeen    time.Time
 	LastSeen     time.Time
 }
 
-// The groups of the dead-letter queue, the one whose latest dead letter
-// died last first. For each: its dead letters' count, first and last
-// death and up to five apps (and how many apps in all), read from
-// jobs_dead_group_idx alone; its failed attempts ever, from
-// attempts_failure_group_idx. First and last seen span both (a group
-// made by migration 31 from older dead letters is younger than they are).
-// Groups are written only by failure_group_of, when an attempt ends.
-func (q *Queries) FailureGroupListDead(ctx context.Context, max int32) ([]FailureGroupListDeadRow, error) {
-	rows, err := q.db.Query(ctx, failureGroupListDead, max)
+// The groups of the dead-letter queue, the one seen last first. The
+// groups that hold dead letters are found by skipping through
+// jobs_dead_group_idx, one descent per group; each one's first and last
+// failure are the ends of its range of attempts_failure_group_idx. Its
+// dead letters and failed attempts are counted up to @cap each (a page
+// view never walks more), and its apps are those of its latest 200 dead
+// letters: up to five, and how many there were. A group made by
+// migration 31 from older dead letters may have no attempt rows; its
+// creation stands in for them. Groups are written only by
+// failure_group_of, when an attempt ends.
+func (q *Queries) FailureGroupListDead(ctx context.Context, arg FailureGroupListDeadParams) ([]FailureGroupListDeadRow, error) {
+	rows, err := q.db.Query(ctx, failureGroupListDead, arg.Cap, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +127,9 @@ func (q *Queries) FailureGroupListDead(ctx context.Context, max int32) ([]Failur
 			&i.ScreenshotID,
 			&i.CreatedAt,
 			&i.Dead,
+			&i.Attempts,
 			&i.Apps,
 			&i.AppCount,
-			&i.Attempts,
 			&i.FirstSeen,
 			&i.LastSeen,
 		); err != nil {
@@ -126,28 +145,34 @@ func (q *Queries) FailureGroupListDead(ctx context.Context, max int32) ([]Failur
 
 const failureGroupListRecent = `-- name: FailureGroupListRecent :many
 SELECT g.id, g.signature, g.screen_hash, g.error, g.job_id, g.attempt, g.screenshot_id, g.created_at,
-       a.attempts, a.first_seen, a.last_seen, d.dead, ap.apps, ap.app_count
+       a.attempts, w.first_seen, w.last_seen, d.dead, ap.apps, ap.app_count
 FROM failure_groups g
 CROSS JOIN LATERAL (
-    SELECT count(*) AS attempts, min(ended_at)::timestamptz AS first_seen, max(ended_at)::timestamptz AS last_seen
+    SELECT min(ended_at)::timestamptz AS first_seen, max(ended_at)::timestamptz AS last_seen
     FROM attempts WHERE failure_group = g.id AND ended_at >= $1::timestamptz
+) w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS attempts FROM (
+        SELECT 1 FROM attempts WHERE failure_group = g.id AND ended_at >= $1::timestamptz LIMIT $2::bigint
+    ) x
 ) a
 CROSS JOIN LATERAL (
-    SELECT count(*) AS dead FROM jobs WHERE state = 'dead' AND failure_group = g.id
+    SELECT count(*) AS dead FROM (SELECT 1 FROM jobs WHERE state = 'dead' AND failure_group = g.id LIMIT $2::bigint) x
 ) d
 CROSS JOIN LATERAL (
-    SELECT coalesce((array_agg(DISTINCT j.app) FILTER (WHERE j.app IS NOT NULL))[1:5], '{}')::text[] AS apps,
-           count(DISTINCT j.app) AS app_count
-    FROM (SELECT job_id FROM attempts WHERE failure_group = g.id ORDER BY ended_at DESC LIMIT 100) l
+    SELECT coalesce((array_agg(DISTINCT j.app))[1:5], '{}')::text[] AS apps, count(DISTINCT j.app) AS app_count
+    FROM (SELECT job_id FROM attempts WHERE failure_group = g.id AND ended_at >= $1::timestamptz ORDER BY ended_at DESC LIMIT 200) l
     JOIN jobs j ON j.id = l.job_id
+    WHERE j.app IS NOT NULL
 ) ap
-WHERE a.attempts > 0
-ORDER BY a.last_seen DESC, g.id DESC
-LIMIT $2
+WHERE w.last_seen IS NOT NULL
+ORDER BY w.last_seen DESC, g.id DESC
+LIMIT $3
 `
 
 type FailureGroupListRecentParams struct {
 	Since time.Time
+	Cap   int64
 	Max   int32
 }
 
@@ -169,12 +194,13 @@ type FailureGroupListRecentRow struct {
 }
 
 // The groups with a failed attempt that ended at or after @since, dead
-// letters or not, the one seen last first: the attempts of the window,
-// its first and last, the group's dead letters now, and the apps of its
-// latest failed attempts (at most 100 looked at). Each group's figures
-// are index ranges of attempts_failure_group_idx and jobs_dead_group_idx.
+// letters or not, the one seen last first: the attempts of the window
+// (counted up to @cap), its first and last, the group's dead letters
+// now (up to @cap), and the apps of its latest failed attempts (at most
+// 200 looked at). Each figure is a bounded range of
+// attempts_failure_group_idx or jobs_dead_group_idx.
 func (q *Queries) FailureGroupListRecent(ctx context.Context, arg FailureGroupListRecentParams) ([]FailureGroupListRecentRow, error) {
-	rows, err := q.db.Query(ctx, failureGroupListRecent, arg.Since, arg.Max)
+	rows, err := q.db.Query(ctx, failureGroupListRecent, arg.Since, arg.Cap, arg.Max)
 	if err != nil {
 		return nil, err
 	}

@@ -30,13 +30,15 @@ type FailureGroup struct {
 	ScreenshotID *int64
 	// Dead is how many dead letters the group holds now; Attempts how
 	// many failed attempts it has, ever or, for a Since query, since then.
+	// Both are counted up to CountCap: a group with more shows CountCap.
 	Dead     int64
 	Attempts int64
 	// FirstSeen and LastSeen bound its failures (of the window, for a
 	// Since query).
 	FirstSeen, LastSeen time.Time
-	// Apps are up to five of its apps (of its dead letters; for a Since
-	// query, of its latest failed attempts); AppCount how many in all.
+	// Apps are up to five of the apps of its latest 200 dead letters (for
+	// a Since query, of its latest 200 failed attempts of the window);
+	// AppCount how many apps those were.
 	Apps     []string
 	AppCount int64
 }
@@ -44,9 +46,13 @@ type FailureGroup struct {
 // MaxFailureGroups bounds one listing of failure groups.
 const MaxFailureGroups = 500
 
+// CountCap bounds each count of a group's dead letters and attempts, so
+// that listing groups reads at most that many index entries per group
+// however many a group holds.
+const CountCap = 10_000
+
 // FailureGroupQuery picks failure groups to list. With Since zero, the
-// groups of the dead-letter queue, the one whose latest dead letter died
-// last first; with Since, every group with a failed attempt since then,
+// groups of the dead-letter queue, the one seen last first; with Since, every group with a failed attempt since then,
 // dead letters or not, the one seen last first. Limit is 1 to
 // MaxFailureGroups.
 type FailureGroupQuery struct {
@@ -55,13 +61,14 @@ type FailureGroupQuery struct {
 }
 
 // FailureGroups lists failure groups as q asks. Each group's figures are
-// index ranges; the grouping itself was done when its attempts ended.
+// bounded index ranges; the grouping itself was done when its attempts
+// ended.
 func (c *Client) FailureGroups(ctx context.Context, q FailureGroupQuery) ([]FailureGroup, error) {
 	if q.Limit < 1 || q.Limit > MaxFailureGroups {
 		return nil, invalid("limit", "must be between 1 and %d", MaxFailureGroups)
 	}
 	if !q.Since.IsZero() {
-		rows, err := c.q.FailureGroupListRecent(ctx, db.FailureGroupListRecentParams{Since: q.Since, Max: int32(q.Limit)})
+		rows, err := c.q.FailureGroupListRecent(ctx, db.FailureGroupListRecentParams{Since: q.Since, Max: int32(q.Limit), Cap: CountCap})
 		if err != nil {
 			return nil, fmt.Errorf("listing failure groups: %w", inputRefused(err, ""))
 		}
@@ -75,7 +82,7 @@ func (c *Client) FailureGroups(ctx context.Context, q FailureGroupQuery) ([]Fail
 		}
 		return out, nil
 	}
-	rows, err := c.q.FailureGroupListDead(ctx, int32(q.Limit))
+	rows, err := c.q.FailureGroupListDead(ctx, db.FailureGroupListDeadParams{Max: int32(q.Limit), Cap: CountCap})
 	if err != nil {
 		return nil, fmt.Errorf("listing failure groups: %w", err)
 	}

@@ -50,16 +50,17 @@ func TestDeadPageGroupsByCause(t *testing.T) {
 	if len(groups) != 2 {
 		t.Fatalf("%d causes shown, want 2", len(groups))
 	}
+	// The cause seen last first: the waiting job failed last.
 	first, second := htmltest.Text(groups[0]), htmltest.Text(groups[1])
-	if !strings.Contains(first, "the app crashed") || !strings.Contains(first, "1 dead letter") {
+	if !strings.Contains(first, "timed out waiting for 'Sign in' after # ms") || !strings.Contains(first, "2 dead letters") ||
+		!strings.Contains(first, "3 failed attempts") || !strings.Contains(first, "com.example.a") || !strings.Contains(first, "com.example.b") {
 		t.Errorf("first cause: %q", first)
 	}
-	if !strings.Contains(second, "timed out waiting for 'Sign in' after # ms") || !strings.Contains(second, "2 dead letters") ||
-		!strings.Contains(second, "3 failed attempts") || !strings.Contains(second, "com.example.a") || !strings.Contains(second, "com.example.b") {
+	if !strings.Contains(second, "the app crashed") || !strings.Contains(second, "1 dead letter") {
 		t.Errorf("second cause: %q", second)
 	}
-	link := htmltest.Attr(htmltest.ByTestID(groups[1], "group-link")[0], "href")
-	gid := htmltest.Attr(groups[1], "data-group-id")
+	link := htmltest.Attr(htmltest.ByTestID(groups[0], "group-link")[0], "href")
+	gid := htmltest.Attr(groups[0], "data-group-id")
 	if link != "/dead?group="+gid {
 		t.Fatalf("cause link %q (group %s)", link, gid)
 	}

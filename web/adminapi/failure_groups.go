@@ -18,7 +18,7 @@ import (
 const defaultGroupLimit = 50
 
 // ListFailureGroups answers GET /api/v1/failure-groups: the groups of the
-// dead-letter queue, the one whose latest dead letter died last first;
+// dead-letter queue, the one seen last first;
 // with since (RFC 3339), every group with a failed attempt since then,
 // the one seen last first. limit is 1 to 500 (default 50); there is no
 // cursor, a page holds causes, not jobs.

@@ -129,6 +129,7 @@ func (h *Handler) deadGroup(ctx context.Context, c echo.Context, raw string) (*t
 func deadGroupView(g queue.FailureGroup) templates.DeadGroup {
 	v := templates.DeadGroup{
 		ID: g.ID, Signature: g.Signature, Error: g.Error, Dead: g.Dead, Attempts: g.Attempts,
+		DeadMore: g.Dead >= queue.CountCap, AttemptsMore: g.Attempts >= queue.CountCap,
 		FirstSeen: g.FirstSeen, LastSeen: g.LastSeen, Apps: g.Apps, AppCount: g.AppCount,
 	}
 	if g.ScreenshotID != nil {
