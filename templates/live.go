@@ -22,12 +22,17 @@ func liveSource(url string) templ.Attributes {
 // queued instead, it would be dropped with the element it was queued on),
 // and the new part is set up in the same task as the swap (settle:0ms),
 // so that it listens before the next event can arrive.
+//
+// The part's hx-sync is not inherited (hx-disinherit): a form inside it
+// (Retry, Cancel) would otherwise share the part's queue, and the event
+// its own change sends would abort its request in flight, losing the
+// answer that says what changed.
 func liveTrigger(pushed bool, events, poll string) templ.Attributes {
 	if !pushed {
 		return templ.Attributes{"hx-trigger": poll, "hx-swap": "outerHTML"}
 	}
 	return templ.Attributes{
 		"hx-trigger": events + ", sse:reset", "data-poll": poll,
-		"hx-swap": "outerHTML settle:0ms", "hx-sync": "this:replace",
+		"hx-swap": "outerHTML settle:0ms", "hx-sync": "this:replace", "hx-disinherit": "hx-sync",
 	}
 }
