@@ -145,7 +145,7 @@ func (q *Queries) FailureGroupListDead(ctx context.Context, arg FailureGroupList
 
 const failureGroupListRecent = `-- name: FailureGroupListRecent :many
 SELECT g.id, g.signature, g.screen_hash, g.error, g.job_id, g.attempt, g.screenshot_id, g.created_at,
-       a.attempts, w.first_seen, w.last_seen, d.dead, ap.apps, ap.app_count
+       d.dead, a.attempts, ap.apps, ap.app_count, w.first_seen, w.last_seen
 FROM failure_groups g
 CROSS JOIN LATERAL (
     SELECT min(ended_at)::timestamptz AS first_seen, max(ended_at)::timestamptz AS last_seen
@@ -185,12 +185,12 @@ type FailureGroupListRecentRow struct {
 	Attempt      int32
 	ScreenshotID *int64
 	CreatedAt    time.Time
-	Attempts     int64
-	FirstSeen    time.Time
-	LastSeen     time.Time
 	Dead         int64
+	Attempts     int64
 	Apps         []string
 	AppCount     int64
+	FirstSeen    time.Time
+	LastSeen     time.Time
 }
 
 // The groups with a failed attempt that ended at or after @since, dead
@@ -217,12 +217,12 @@ func (q *Queries) FailureGroupListRecent(ctx context.Context, arg FailureGroupLi
 			&i.Attempt,
 			&i.ScreenshotID,
 			&i.CreatedAt,
-			&i.Attempts,
-			&i.FirstSeen,
-			&i.LastSeen,
 			&i.Dead,
+			&i.Attempts,
 			&i.Apps,
 			&i.AppCount,
+			&i.FirstSeen,
+			&i.LastSeen,
 		); err != nil {
 			return nil, err
 		}

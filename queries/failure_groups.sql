@@ -49,7 +49,7 @@ ORDER BY s.last_ended DESC NULLS LAST, g.id DESC;
 -- 200 looked at). Each figure is a bounded range of
 -- attempts_failure_group_idx or jobs_dead_group_idx.
 SELECT g.id, g.signature, g.screen_hash, g.error, g.job_id, g.attempt, g.screenshot_id, g.created_at,
-       a.attempts, w.first_seen, w.last_seen, d.dead, ap.apps, ap.app_count
+       d.dead, a.attempts, ap.apps, ap.app_count, w.first_seen, w.last_seen
 FROM failure_groups g
 CROSS JOIN LATERAL (
     SELECT min(ended_at)::timestamptz AS first_seen, max(ended_at)::timestamptz AS last_seen

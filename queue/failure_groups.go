@@ -67,24 +67,19 @@ func (c *Client) FailureGroups(ctx context.Context, q FailureGroupQuery) ([]Fail
 	if q.Limit < 1 || q.Limit > MaxFailureGroups {
 		return nil, invalid("limit", "must be between 1 and %d", MaxFailureGroups)
 	}
-	if !q.Since.IsZero() {
-		rows, err := c.q.FailureGroupListRecent(ctx, db.FailureGroupListRecentParams{Since: q.Since, Max: int32(q.Limit), Cap: CountCap})
-		if err != nil {
-			return nil, fmt.Errorf("listing failure groups: %w", inputRefused(err, ""))
+	var rows []db.FailureGroupListDeadRow
+	var err error
+	if q.Since.IsZero() {
+		rows, err = c.q.FailureGroupListDead(ctx, db.FailureGroupListDeadParams{Max: int32(q.Limit), Cap: CountCap})
+	} else {
+		var recent []db.FailureGroupListRecentRow
+		recent, err = c.q.FailureGroupListRecent(ctx, db.FailureGroupListRecentParams{Since: q.Since, Max: int32(q.Limit), Cap: CountCap})
+		for _, r := range recent {
+			rows = append(rows, db.FailureGroupListDeadRow(r)) // the same columns
 		}
-		out := make([]FailureGroup, len(rows))
-		for i, r := range rows {
-			out[i] = FailureGroup{
-				ID: r.ID, Signature: r.Signature, ScreenHash: r.ScreenHash, Error: r.Error, JobID: r.JobID,
-				Attempt: r.Attempt, ScreenshotID: r.ScreenshotID, Dead: r.Dead, Attempts: r.Attempts,
-				FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Apps: r.Apps, AppCount: r.AppCount,
-			}
-		}
-		return out, nil
 	}
-	rows, err := c.q.FailureGroupListDead(ctx, db.FailureGroupListDeadParams{Max: int32(q.Limit), Cap: CountCap})
 	if err != nil {
-		return nil, fmt.Errorf("listing failure groups: %w", err)
+		return nil, fmt.Errorf("listing failure groups: %w", inputRefused(err, ""))
 	}
 	out := make([]FailureGroup, len(rows))
 	for i, r := range rows {
