@@ -278,3 +278,52 @@ func TestWaitFor(t *testing.T) {
 		t.Errorf("waiting for an unknown job: %v, want a 404 at once", err)
 	}
 }
+
+// A script finds the causes of its dead letters, lists one cause's
+// letters and retries them, all through the client.
+func TestFailureGroupsThroughTheClient(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	max1 := int32(1)
+	var ids []int64
+	for _, msg := range []string{"timed out after 30 s on emulator-5554", "timed out after 45 s on emulator-5556", "the app crashed"} {
+		j, err := f.client.Submit(f.ctx, client.NewJob{Kind: "doomed", Queue: "dlq", MaxAttempts: &max1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.queue.Fail(f.ctx, lease(f.claim(t, "dlq")), msg, false); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	groups, err := f.client.FailureGroups(f.ctx, time.Time{}, 10)
+	if err != nil || len(groups) != 2 {
+		t.Fatalf("groups: %+v, %v", groups, err)
+	}
+	timeouts := groups[1] // the crash failed last
+	if timeouts.Signature != "timed out after # s on emulator-#" || timeouts.Dead != 2 {
+		t.Fatalf("the timeouts' group: %+v", timeouts)
+	}
+	recent, err := f.client.FailureGroups(f.ctx, time.Now().Add(-time.Minute), 10)
+	if err != nil || len(recent) != 2 {
+		t.Errorf("groups of the last minute: %d, %v", len(recent), err)
+	}
+	var letters []int64
+	for j, err := range f.client.List(f.ctx, client.ListOptions{FailureGroup: timeouts.ID, PageSize: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		letters = append(letters, j.ID)
+	}
+	if !slices.Equal(letters, []int64{ids[1], ids[0]}) {
+		t.Errorf("the group's letters: %v, want %d and %d", letters, ids[1], ids[0])
+	}
+	res, err := f.client.RetryMany(f.ctx, client.Selector{FailureGroup: timeouts.ID, State: client.StateDead})
+	if err != nil || res.Count != 2 {
+		t.Errorf("retrying the group: %+v, %v", res, err)
+	}
+	var apiErr *client.Error
+	if _, err := f.client.FailureGroups(f.ctx, time.Time{}, 0); !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest {
+		t.Errorf("limit 0: %v, want 400", err)
+	}
+}

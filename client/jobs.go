@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/leasehold/leasehold/api"
 )
@@ -49,6 +50,9 @@ func (c *Client) ListPage(ctx context.Context, opts ListOptions, cursor int64) (
 	set("kind", opts.Kind)
 	set("queue", opts.Queue)
 	set("app", opts.App)
+	if opts.FailureGroup > 0 {
+		q.Set("failure_group", strconv.FormatInt(opts.FailureGroup, 10))
+	}
 	if opts.PageSize > 0 {
 		q.Set("limit", strconv.Itoa(opts.PageSize))
 	}
@@ -129,6 +133,19 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/stats", nil, nil, &s)
 	return s, err
+}
+
+// FailureGroups returns up to limit failure groups (1 to 500): with
+// since zero, the groups that hold dead letters; otherwise every group
+// with a failed attempt since then. The one seen last comes first.
+func (c *Client) FailureGroups(ctx context.Context, since time.Time, limit int) ([]FailureGroup, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if !since.IsZero() {
+		q.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	var body api.FailureGroupList
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/failure-groups", q, nil, &body)
+	return body.Groups, err
 }
 
 // Workers returns the workers seen in the last 24 hours, latest first,

@@ -40,6 +40,11 @@ type Event = api.Event
 // Effect is one entry of a job's side-effect ledger.
 type Effect = api.Effect
 
+// FailureGroup is one cause of failure: failed attempts whose errors
+// match once numbers, ids, times and paths are masked, and whose last
+// screenshots show the same screen.
+type FailureGroup = api.FailureGroup
+
 // Time is a time as the API shows it; Time() is its time.Time.
 type Time = api.Time
 
@@ -50,6 +55,9 @@ type ListOptions struct {
 	Queue string
 	// App is the job's payload.app.
 	App string
+	// FailureGroup lists that failure group's dead letters (State must
+	// then be empty or dead).
+	FailureGroup int64
 	// PageSize is the number of jobs per request, at most 500 (default 50).
 	PageSize int
 }
