@@ -106,6 +106,11 @@ func TestDeadPageGroupsByCause(t *testing.T) {
 			t.Errorf("job %d is %s, want %s", id, got, want)
 		}
 	}
+	// The cause's page, its letters retried: says so, not "no dead jobs".
+	d = parseHTML(t, b.get(t, link).want(t, http.StatusOK))
+	if e := htmltest.Text(d.One(t, "empty")); !strings.Contains(e, "No dead letters of this cause now.") {
+		t.Errorf("the emptied cause's page: %q", e)
+	}
 	rows := f.auditSince(t, before)
 	if len(rows) != 2 || rows[0].Action != "jobs.cancel" || rows[1].Action != "jobs.retry" || rows[1].Actor != "user:alice" {
 		t.Fatalf("audit rows %+v", rows)
