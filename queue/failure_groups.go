@@ -52,9 +52,9 @@ const MaxFailureGroups = 500
 const CountCap = 10_000
 
 // FailureGroupQuery picks failure groups to list. With Since zero, the
-// groups of the dead-letter queue, the one seen last first; with Since, every group with a failed attempt since then,
-// dead letters or not, the one seen last first. Limit is 1 to
-// MaxFailureGroups.
+// groups that hold dead letters; with Since, every group with a failed
+// attempt since then, dead letters or not. The one seen last comes
+// first. Limit is 1 to MaxFailureGroups.
 type FailureGroupQuery struct {
 	Since time.Time
 	Limit int
