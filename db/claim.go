@@ -90,6 +90,36 @@ func JobClaimLimitedBegin(ctx context.Context, conn Batcher, arg JobClaimLimited
 	return held, nil
 }
 
+// JobCompleteThenClaimBegin begins a limited claim on conn that first
+// completes a batch of the claimer's jobs (JobCompleteMany), in the same
+// round trip and transaction: what the batch frees under a limit is room
+// the claim that follows can take, with no commit, notification and wake
+// between them.
+func JobCompleteThenClaimBegin(ctx context.Context, conn Batcher, done JobCompleteManyParams, arg JobClaimLimitedLockParams) (completed []JobCompleteManyRow, held []JobClaimLimitedLockRow, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	queueQuery(ctx, b, func(q *Queries) ([]JobCompleteManyRow, error) { return q.JobCompleteMany(ctx, done) }, &completed)
+	queueQuery(ctx, b, func(q *Queries) ([]JobClaimLimitedLockRow, error) { return q.JobClaimLimitedLock(ctx, arg) }, &held)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	return completed, held, nil
+}
+
+// JobLimitsFreedCommit commits a claim begun by JobCompleteThenClaimBegin,
+// whose completions were quiet: it first announces the room they left
+// under caps (counted, the queues that have fewer running jobs than
+// before) and keys (keyed, the queues of such keys), as JobCompleteMany
+// announces what it frees.
+func JobLimitsFreedCommit(ctx context.Context, conn Batcher, counted, keyed []string) error {
+	b := &pgx.Batch{}
+	if len(counted) > 0 || len(keyed) > 0 {
+		b.Queue("SELECT job_limits_freed($1::text[], false), job_limits_freed($2::text[], true)", counted, keyed)
+	}
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
+}
+
 // JobClaimLimitedSend sends the next statements of a limited claim begun
 // on conn: the claim under the locked limits (limited, unless nil), the
 // claim of free jobs (free, unless nil), and with commit, COMMIT.

@@ -902,19 +902,23 @@ WITH input AS (
     RETURNING j.id, j.lease_token, j.lease_owner, j.queue, j.concurrency_key
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM done
+    WHERE NOT $3::boolean
 )
-SELECT done.id, done.lease_token, done.lease_owner FROM done LEFT JOIN freed ON true
+SELECT done.id, done.lease_token, done.lease_owner, done.queue, done.concurrency_key FROM done LEFT JOIN freed ON true
 `
 
 type JobCompleteManyParams struct {
 	Completions json.RawMessage
 	Now         *time.Time
+	Quiet       bool
 }
 
 type JobCompleteManyRow struct {
-	ID         int64
-	LeaseToken int64
-	LeaseOwner *string
+	ID             int64
+	LeaseToken     int64
+	LeaseOwner     *string
+	Queue          string
+	ConcurrencyKey *string
 }
 
 // Completes a batch given as a JSON array of {id, lease_token, worker_id,
@@ -926,9 +930,11 @@ type JobCompleteManyRow struct {
 // do not deadlock in practice (were they to, PostgreSQL would end one and
 // the worker write its batch again). A batch that frees room under a
 // limit wakes the queues' idle workers (job_limits_freed); others send
-// nothing.
+// nothing. A quiet batch sends nothing: it claims in its own transaction
+// and notifies for the room it left (queue.CompleteManyThenClaim), from
+// the queue and key of each job it completed.
 func (q *Queries) JobCompleteMany(ctx context.Context, arg JobCompleteManyParams) ([]JobCompleteManyRow, error) {
-	rows, err := q.db.Query(ctx, jobCompleteMany, arg.Completions, arg.Now)
+	rows, err := q.db.Query(ctx, jobCompleteMany, arg.Completions, arg.Now, arg.Quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -936,7 +942,13 @@ func (q *Queries) JobCompleteMany(ctx context.Context, arg JobCompleteManyParams
 	var items []JobCompleteManyRow
 	for rows.Next() {
 		var i JobCompleteManyRow
-		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.LeaseOwner); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.LeaseToken,
+			&i.LeaseOwner,
+			&i.Queue,
+			&i.ConcurrencyKey,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

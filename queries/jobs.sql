@@ -446,7 +446,9 @@ RETURNING lease_until, cancel_requested,
 -- do not deadlock in practice (were they to, PostgreSQL would end one and
 -- the worker write its batch again). A batch that frees room under a
 -- limit wakes the queues' idle workers (job_limits_freed); others send
--- nothing.
+-- nothing. A quiet batch sends nothing: it claims in its own transaction
+-- and notifies for the room it left (queue.CompleteManyThenClaim), from
+-- the queue and key of each job it completed.
 WITH input AS (
     SELECT (e->>'id')::bigint AS id, (e->>'lease_token')::bigint AS lease_token,
            e->>'worker_id' AS worker_id, e->'result' AS result
@@ -464,8 +466,9 @@ WITH input AS (
     RETURNING j.id, j.lease_token, j.lease_owner, j.queue, j.concurrency_key
 ), freed AS (
     SELECT job_limits_freed(array_agg(queue), bool_or(concurrency_key IS NOT NULL)) AS sent FROM done
+    WHERE NOT @quiet::boolean
 )
-SELECT done.id, done.lease_token, done.lease_owner FROM done LEFT JOIN freed ON true;
+SELECT done.id, done.lease_token, done.lease_owner, done.queue, done.concurrency_key FROM done LEFT JOIN freed ON true;
 
 -- name: JobFail :one
 -- Ends the attempt as failed and records it. The job goes on as

@@ -27,13 +27,29 @@ type Completion struct {
 // fail it with the reason). A worker finishing many short jobs commits
 // once per batch instead of once per job.
 func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
+	errs, encoded, err := completionBatch(cs)
+	if err != nil || encoded == nil {
+		return errs, err
+	}
+	rows, err := c.q.JobCompleteMany(ctx, db.JobCompleteManyParams{Completions: encoded, Now: c.now})
+	if err != nil {
+		return nil, fmt.Errorf("completing jobs: %w", err)
+	}
+	c.completedOrRefused(ctx, cs, errs, rows)
+	return errs, nil
+}
+
+// completionBatch checks each completion's result and encodes the others
+// for JobCompleteMany: an error per completion (nil for those encoded),
+// and nil for encoded when none is left.
+func completionBatch(cs []Completion) (errs []error, encoded []byte, err error) {
 	type item struct {
 		ID         int64           `json:"id"`
 		LeaseToken int64           `json:"lease_token"`
 		WorkerID   string          `json:"worker_id"`
 		Result     json.RawMessage `json:"result"`
 	}
-	errs := make([]error, len(cs))
+	errs = make([]error, len(cs))
 	items := make([]item, 0, len(cs))
 	for i, cm := range cs {
 		if errs[i] = CheckResult(cm.Result); errs[i] != nil {
@@ -46,16 +62,19 @@ func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, er
 		items = append(items, it)
 	}
 	if len(items) == 0 {
-		return errs, nil
+		return errs, nil, nil
 	}
-	encoded, err := json.Marshal(items)
+	encoded, err = json.Marshal(items)
 	if err != nil {
-		return nil, fmt.Errorf("encoding completions: %w", err)
+		return nil, nil, fmt.Errorf("encoding completions: %w", err)
 	}
-	rows, err := c.q.JobCompleteMany(ctx, db.JobCompleteManyParams{Completions: encoded, Now: c.now})
-	if err != nil {
-		return nil, fmt.Errorf("completing jobs: %w", err)
-	}
+	return errs, encoded, nil
+}
+
+// completedOrRefused sets errs for the completions of cs that are not
+// among rows, the leases a batch took: a repeat of an earlier success, or
+// a refused write (completedBefore).
+func (c *Client) completedOrRefused(ctx context.Context, cs []Completion, errs []error, rows []db.JobCompleteManyRow) {
 	done := make(map[Lease]bool, len(rows))
 	for _, r := range rows {
 		done[Lease{JobID: r.ID, Token: r.LeaseToken, WorkerID: derefOr(r.LeaseOwner)}] = true
@@ -65,7 +84,46 @@ func (c *Client) CompleteMany(ctx context.Context, cs []Completion) ([]error, er
 			_, errs[i] = c.completedBefore(ctx, cm)
 		}
 	}
-	return errs, nil
+}
+
+// CompleteManyThenClaim completes cs as CompleteMany does and, in the same
+// transaction, claims for p as a limited claim does (the limits first,
+// then free jobs for the room left; never rate-limited ones): the room the
+// completions free under a cap or a key is taken at once, with one commit
+// for both instead of a completion, a notification, a wake and a claim.
+// The limits stay exact: the claim counts what runs under them after the
+// completions, under the same locks as every limited claim. It takes
+// nothing when another claimer holds a limit (it does not retry), and
+// nothing is written when it fails: the caller writes the completions
+// again, and claims on its own. While no limit applied at p's last claim
+// it only completes.
+func (c *Client) CompleteManyThenClaim(ctx context.Context, cs []Completion, p ClaimParams) ([]error, []Job, error) {
+	if err := CheckClaim(p); err != nil {
+		return nil, nil, err
+	}
+	if !c.limits.known(p) {
+		// No limit applied at p's last claim: nothing waits for the room
+		// these completions free, and a claim would only find the queues
+		// as the last one left them.
+		errs, err := c.CompleteMany(ctx, cs)
+		return errs, nil, err
+	}
+	errs, encoded, err := completionBatch(cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if encoded == nil {
+		return errs, nil, nil
+	}
+	var rows []db.JobCompleteManyRow
+	once, err := c.claimLimitedOnce(ctx, p, p.Limit, ClampLease(p.Lease), true, true,
+		&db.JobCompleteManyParams{Completions: encoded, Now: c.now, Quiet: true}, &rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.limits.set(p, once.limits > 0)
+	c.completedOrRefused(ctx, cs, errs, rows)
+	return errs, once.jobs, nil
 }
 
 func derefOr(s *string) string {

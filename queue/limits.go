@@ -40,7 +40,7 @@ const (
 func (c *Client) claimLimited(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree bool) (jobs []Job, found, rated bool, err error) {
 	delay := limitedRetryDelay
 	for try := 0; ; try++ {
-		once, err := c.claimLimitedOnce(ctx, p, limit-len(jobs), lease, withFree, try >= limitedRetries)
+		once, err := c.claimLimitedOnce(ctx, p, limit-len(jobs), lease, withFree, try >= limitedRetries, nil, nil)
 		if err != nil {
 			return jobs, true, rated, err
 		}
@@ -129,8 +129,11 @@ type limitedClaim struct {
 // another claimer leaves the free jobs to a later one (final is the
 // last), so that they do not take the room of limited jobs it will
 // still try for. The statements go in two round trips, three when free
-// jobs follow limited ones (db.JobClaimLimitedBegin).
-func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree, final bool) (limitedClaim, error) {
+// jobs follow limited ones (db.JobClaimLimitedBegin). With complete, the
+// transaction completes that batch first, in the first round trip, and
+// completed gets the leases it took (CompleteManyThenClaim).
+func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int, lease time.Duration, withFree, final bool,
+	complete *db.JobCompleteManyParams, completed *[]db.JobCompleteManyRow) (limitedClaim, error) {
 	var out limitedClaim
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
@@ -139,9 +142,15 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 	// A connection left in the transaction by an error is closed, not
 	// reused (pgxpool closes one released in a transaction).
 	defer conn.Release()
-	held, err := db.JobClaimLimitedBegin(ctx, conn, db.JobClaimLimitedLockParams{
+	lock := db.JobClaimLimitedLockParams{
 		WorkerID: p.WorkerID, Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
-	})
+	}
+	var held []db.JobClaimLimitedLockRow
+	if complete != nil {
+		*completed, held, err = db.JobCompleteThenClaimBegin(ctx, conn, *complete, lock)
+	} else {
+		held, err = db.JobClaimLimitedBegin(ctx, conn, lock)
+	}
 	if err != nil {
 		return out, fmt.Errorf("locking limits: %w", err)
 	}
@@ -169,6 +178,9 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 	var jobs []Job
 	open := openQueues(p.Queues, closed)
 	freeToo := withFree && (!out.contended || final) && len(open) > 0
+	// The claims commit with their last batch, unless completions went
+	// first: then what they left free is announced before the COMMIT.
+	quiet := complete != nil
 	if len(queues) > 0 || len(keys) > 0 {
 		// Committed with this batch unless free jobs may follow.
 		rows, _, err := db.JobClaimLimitedSend(ctx, conn, &db.JobClaimLimitedParams{
@@ -176,12 +188,12 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 			Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 			WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
 			HandoverMs: handoverMs(p.Handover, lease), TokenID: tokenID(p),
-		}, nil, !freeToo)
+		}, nil, !freeToo && !quiet)
 		if err != nil {
 			return limitedClaim{limits: out.limits}, fmt.Errorf("claiming limited jobs: %w", err)
 		}
 		jobs = toJobs(rows)
-		if !freeToo {
+		if !freeToo && !quiet {
 			out.jobs = jobs
 			return out, nil
 		}
@@ -193,10 +205,50 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 		fp := c.claimParams(f, limit-len(jobs), lease)
 		free = &fp
 	}
-	_, rows, err := db.JobClaimLimitedSend(ctx, conn, nil, free, true)
+	_, rows, err := db.JobClaimLimitedSend(ctx, conn, nil, free, !quiet)
 	if err != nil {
 		return limitedClaim{limits: out.limits}, fmt.Errorf("claiming jobs: %w", err)
 	}
 	out.jobs = append(jobs, toJobs(rows)...)
+	if quiet {
+		counted, keyed := leftFree(*completed, out.jobs)
+		if err := db.JobLimitsFreedCommit(ctx, conn, counted, keyed); err != nil {
+			return limitedClaim{limits: out.limits}, fmt.Errorf("completing jobs: %w", err)
+		}
+	}
 	return out, nil
+}
+
+// leftFree is what a transaction that completed done and then claimed
+// claimed left free, to announce (job_limits_freed): counted, the queues
+// of which it claimed fewer jobs than it completed (those with a cap have
+// room); keyed, the queues of the completed jobs whose key it claimed
+// fewer jobs of than it completed. Where the claim took back all the room
+// the completions freed, a claimer woken would find none: nothing is
+// announced, and the round costs one commit instead of a commit and a
+// wake of every listening session.
+func leftFree(done []db.JobCompleteManyRow, claimed []Job) (counted, keyed []string) {
+	byQueue := map[string]int{}
+	byKey := map[string]int{}
+	for _, j := range claimed {
+		byQueue[j.Queue]--
+		if j.ConcurrencyKey != nil {
+			byKey[*j.ConcurrencyKey]--
+		}
+	}
+	for _, d := range done {
+		byQueue[d.Queue]++
+		if d.ConcurrencyKey != nil {
+			byKey[*d.ConcurrencyKey]++
+		}
+	}
+	for _, d := range done {
+		if byQueue[d.Queue] > 0 && !slices.Contains(counted, d.Queue) {
+			counted = append(counted, d.Queue)
+		}
+		if d.ConcurrencyKey != nil && byKey[*d.ConcurrencyKey] > 0 && !slices.Contains(keyed, d.Queue) {
+			keyed = append(keyed, d.Queue)
+		}
+	}
+	return counted, keyed
 }

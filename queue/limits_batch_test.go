@@ -18,8 +18,10 @@ import (
 // with claims as a busy direct worker makes them: up to 40 jobs at once,
 // over a capped queue, keyed jobs (one per phone), a free queue and a
 // paused one together, completed in batches. A batch claim takes its
-// limited jobs and its free ones in one transaction; none of it may let a
-// limit run over, or a paused queue's job be claimed.
+// limited jobs and its free ones in one transaction; half the workers
+// complete each batch with CompleteManyThenClaim, which claims their
+// next jobs in the completions' transaction. None of it may let a limit
+// run over, or a paused queue's job be claimed.
 func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 72)
@@ -41,19 +43,27 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 
 	var mu sync.Mutex
 	var intervals []interval
-	var finished, paused, freeInBatch atomic.Int64
+	var finished, paused, freeInBatch, thenClaimed atomic.Int64
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(4 * time.Minute)
 	for w := range 64 {
 		wg.Go(func() {
 			worker := fmt.Sprintf("w%d", w)
-			for finished.Load() < total && time.Now().Before(deadline) {
-				jobs, err := f.client.Claim(ctx, queue.ClaimParams{
+			params := func() queue.ClaimParams {
+				return queue.ClaimParams{
 					WorkerID: worker, Queues: []string{"capped", "keyed", "free", "held"}, Limit: 1 + rand.IntN(40), Lease: time.Minute,
-				})
-				if err != nil {
-					t.Error(err)
-					return
+				}
+			}
+			var next []queue.Job // claimed with the last completions
+			for finished.Load() < total && time.Now().Before(deadline) {
+				jobs := next
+				next = nil
+				if len(jobs) == 0 {
+					var err error
+					if jobs, err = f.client.Claim(ctx, params()); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 				if len(jobs) == 0 {
 					time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Microsecond)
@@ -85,7 +95,14 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 					}
 				}
 				mu.Unlock()
-				errs, err := f.client.CompleteMany(ctx, cs)
+				var errs []error
+				var err error
+				if w%2 == 1 {
+					errs, next, err = f.client.CompleteManyThenClaim(ctx, cs, params())
+					thenClaimed.Add(int64(len(next)))
+				} else {
+					errs, err = f.client.CompleteMany(ctx, cs)
+				}
 				if err = errors.Join(append(errs, err)...); err != nil {
 					t.Error(err)
 					return
@@ -108,8 +125,11 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 			keyMost = max(keyMost, n)
 		}
 	}
-	t.Logf("most at once: capped queue %d, any key %d; %d claims took limited and free jobs together",
-		most["queue:capped"], keyMost, freeInBatch.Load())
+	t.Logf("most at once: capped queue %d, any key %d; %d claims took limited and free jobs together; %d jobs claimed by completions",
+		most["queue:capped"], keyMost, freeInBatch.Load(), thenClaimed.Load())
+	if thenClaimed.Load() == 0 {
+		t.Error("no completion claimed a job")
+	}
 	checkLimits(t, most, limits)
 	// The test would see a breach: the cap is reached.
 	if most["queue:capped"] < 2 {

@@ -94,11 +94,33 @@ func (d Direct) Claim(ctx context.Context, p queue.ClaimParams) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
+	return directClaim(jobs), nil
+}
+
+// directClaim is what a direct claim leased.
+func directClaim(jobs []queue.Job) Claim {
 	claim := Claim{Jobs: make([]ClaimedJob, len(jobs))}
 	for i, j := range jobs {
 		claim.Jobs[i] = ClaimedJob{Job: j, Remaining: dbLease(j)}
 	}
-	return claim, nil
+	return claim
+}
+
+// completeClaimer is a Backend that can complete a batch and claim in
+// one transaction (Direct): the completer does so while the worker waits
+// for room under its limits (completer.offer).
+type completeClaimer interface {
+	CompleteManyThenClaim(ctx context.Context, cs []queue.Completion, p queue.ClaimParams) ([]error, Claim, error)
+}
+
+// CompleteManyThenClaim completes cs and claims for p in one transaction
+// (queue.Client.CompleteManyThenClaim).
+func (d Direct) CompleteManyThenClaim(ctx context.Context, cs []queue.Completion, p queue.ClaimParams) ([]error, Claim, error) {
+	errs, jobs, err := d.Client.CompleteManyThenClaim(ctx, cs, p)
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	return errs, directClaim(jobs), nil
 }
 
 // Fail implements Backend with the queue's fail, msg cleaned first as

@@ -62,11 +62,67 @@ type completer struct {
 	// written hears when a batch was.
 	pending atomic.Int64
 	written chan struct{}
+
+	// want is how many jobs the worker would take from a claim made with
+	// the next batch, while it waits for room under its limits (offer);
+	// claimed answers each offer a batch took. claimParams says what to
+	// claim, and false when the worker may not claim now (an unfit
+	// phone). Only a Backend that is a completeClaimer takes offers.
+	want        atomic.Int64
+	claimed     chan offerAnswer
+	claimParams func(limit int) (queue.ClaimParams, bool)
+}
+
+// offerAnswer is what a batch that took the worker's offer claimed,
+// and when its statement was sent (the leases count from then).
+type offerAnswer struct {
+	claim Claim
+	sent  time.Time
+	err   error
 }
 
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log,
-		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1)}
+		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1),
+		claimed: make(chan offerAnswer, 1)}
+}
+
+// offer asks the next batch written to claim up to n jobs in its
+// transaction; the worker has at most one offer out.
+func (cp *completer) offer(n int) {
+	cp.want.Store(int64(n))
+}
+
+// retract takes the offer back: false when a batch took it, and its
+// answer is (or will be) on claimed.
+func (cp *completer) retract() bool {
+	return cp.want.Swap(0) > 0
+}
+
+// takeOffer takes the worker's offer for a batch about to be written:
+// how many jobs to claim with it, 0 for none.
+func (cp *completer) takeOffer() int {
+	if _, ok := cp.client.(completeClaimer); !ok || cp.claimParams == nil {
+		return 0
+	}
+	return int(cp.want.Swap(0))
+}
+
+// claimTimeout bounds a completion batch that claims: like a direct
+// claim, it is not cut by the worker's shutdown or by its completions'
+// leases, since jobs it leased and committed would be known to nobody.
+const claimTimeout = 30 * time.Second
+
+// completeThenClaim writes cs and claims for p in one transaction,
+// and answers the worker's offer with what it claimed. On an error
+// nothing was written.
+func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completion, p queue.ClaimParams) ([]error, error) {
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	errs, claim, err := cp.client.(completeClaimer).CompleteManyThenClaim(cctx, cs, p)
+	cp.claimed <- offerAnswer{claim: claim, sent: sent, err: err}
+	return errs, err
 }
 
 // complete hands c to the writer and waits for its outcome, at most until
@@ -186,18 +242,39 @@ func (cp *completer) gather(batch []completion) []completion {
 // write writes batch, retrying while the failure is transient.
 func (cp *completer) write(ctx context.Context, batch []completion) {
 	delay := cp.minDelay
+	// The worker's offer, if it made one, goes with the first try.
+	claim := cp.takeOffer()
+	defer func() {
+		if claim > 0 {
+			cp.claimed <- offerAnswer{} // every offer taken is answered
+		}
+	}()
 	for {
 		batch = cp.dropExpired(batch)
 		if len(batch) == 0 {
 			return
 		}
-		wctx, cancel := cp.batchContext(ctx, batch)
 		cs := make([]queue.Completion, len(batch))
 		for i, c := range batch {
 			cs[i] = c.Completion
 		}
-		errs, err := cp.client.CompleteMany(wctx, cs)
-		cancel()
+		var p queue.ClaimParams
+		if claim > 0 {
+			var may bool
+			if p, may = cp.claimParams(claim); !may {
+				cp.claimed <- offerAnswer{}
+			}
+			claim = 0
+		}
+		var errs []error
+		var err error
+		if p.Limit > 0 {
+			errs, err = cp.completeThenClaim(ctx, cs, p)
+		} else {
+			wctx, cancel := cp.batchContext(ctx, batch)
+			errs, err = cp.client.CompleteMany(wctx, cs)
+			cancel()
+		}
 		switch {
 		case err == nil:
 			// Per completion: nil, or a refusal that retrying cannot change

@@ -123,6 +123,15 @@ func (b *flaky) CompleteMany(ctx context.Context, cs []queue.Completion) ([]erro
 	return b.Direct.CompleteMany(ctx, cs)
 }
 
+// CompleteManyThenClaim fails as CompleteMany does: the completions a
+// worker writes while its limits are full claim with them.
+func (b *flaky) CompleteManyThenClaim(ctx context.Context, cs []queue.Completion, p queue.ClaimParams) ([]error, worker.Claim, error) {
+	if b.failures.Add(-1) >= 0 {
+		return nil, worker.Claim{}, errRestarting
+	}
+	return b.Direct.CompleteManyThenClaim(ctx, cs, p)
+}
+
 func (b *flaky) Complete(ctx context.Context, l queue.Lease, result json.RawMessage) (queue.Job, error) {
 	if b.failures.Add(-1) >= 0 {
 		return queue.Job{}, errRestarting

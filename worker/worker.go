@@ -123,7 +123,16 @@ func New(cfg Config) *Worker {
 	if cfg.DeviceInfo != nil {
 		w.device = &device{}
 	}
+	w.completer.claimParams = w.offerParams
 	return w
+}
+
+// offerParams is the claim a completion batch makes for this worker
+// (completer.offer), and whether it may claim at all now.
+func (w *Worker) offerParams(limit int) (queue.ClaimParams, bool) {
+	return queue.ClaimParams{
+		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
+	}, w.mayClaim()
 }
 
 // presenceEvery is how often a worker reports itself alive (a worker seen
@@ -207,6 +216,45 @@ func (w *Worker) Run(ctx context.Context) error {
 	// it are still being written: a transaction for nothing, several per
 	// round of a capped queue.
 	short := false
+	launch := func(claim Claim, start time.Time) {
+		for _, job := range claim.Jobs {
+			inflight++
+			w.completer.executing.Add(1)
+			jobsWG.Go(func() {
+				var once sync.Once
+				free := func() {
+					once.Do(func() {
+						w.completer.executing.Add(-1)
+						done <- struct{}{}
+					})
+				}
+				defer free()
+				// Each job in its own goroutine: the hand-overs of one
+				// claim are confirmed at once, not one after another.
+				w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free)
+				w.checkDevice() // after each job
+			})
+		}
+	}
+	// While a direct worker is short because its limits are full, the
+	// completions that free them claim for it in their own transaction
+	// (completer.offer): offered is how many jobs it offered to take that
+	// way, 0 when no offer is out.
+	offered := 0
+	answered := func(a offerAnswer) {
+		launch(a.claim, leaseStart(a.sent, time.Now(), 0))
+		if a.err != nil && ctx.Err() == nil {
+			w.claimLog.failed(a.err)
+		}
+		short = short && a.err == nil && len(a.claim.Jobs) < offered
+		offered = 0
+	}
+	retract := func() {
+		if offered > 0 && !w.completer.retract() {
+			answered(<-w.completer.claimed)
+		}
+		offered = 0
+	}
 	for ctx.Err() == nil {
 		// An unfit phone (or one not checked yet) claims nothing; its
 		// device-info run wakes the loop when that changes.
@@ -221,39 +269,36 @@ func (w *Worker) Run(ctx context.Context) error {
 			case ctx.Err() == nil && !(errors.Is(err, context.Canceled) && !w.mayClaim()):
 				w.claimLog.failed(err)
 			}
-			start := leaseStart(sent, time.Now(), claim.Waited)
-			for _, job := range claim.Jobs {
-				inflight++
-				w.completer.executing.Add(1)
-				jobsWG.Go(func() {
-					var once sync.Once
-					free := func() {
-						once.Do(func() {
-							w.completer.executing.Add(-1)
-							done <- struct{}{}
-						})
-					}
-					defer free()
-					// Each job in its own goroutine: the hand-overs of one
-					// claim are confirmed at once, not one after another.
-					w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free)
-					w.checkDevice() // after each job
-				})
-			}
+			launch(claim, leaseStart(sent, time.Now(), claim.Waited))
 			if len(claim.Jobs) == min(free, w.maxClaim()) {
 				continue // there may be more
 			}
 			short = notes != nil && err == nil
+			if short && w.completer.claimParams != nil {
+				offered = min(free-len(claim.Jobs), w.maxClaim())
+				w.completer.offer(offered)
+			}
 		}
 		skip = false
 		select {
 		case <-ctx.Done():
+		case a := <-w.completer.claimed:
+			answered(a)
+			if short {
+				// Still short: the next completions may claim again.
+				offered = min(w.cfg.Concurrency-inflight, w.maxClaim())
+				if offered > 0 {
+					w.completer.offer(offered)
+				}
+			}
 		case <-wake:
+			retract()
 			if short {
 				w.completer.settle(ctx)
 			}
 			short = false
 		case <-poll.C:
+			retract()
 			skip, short = idle.skip(notes), false
 		case <-done:
 			inflight--
@@ -269,6 +314,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 
+	// Jobs a completion claimed meanwhile run within the grace period,
+	// as any others.
+	retract()
 	w.log.Info("shutting down: no more claims", "running", inflight, "grace", w.cfg.Grace)
 	settled := make(chan struct{})
 	go func() { jobsWG.Wait(); close(settled) }()

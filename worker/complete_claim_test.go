@@ -1,0 +1,81 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+// claimCounting counts a direct worker's claims, and the jobs its
+// completions claimed.
+type claimCounting struct {
+	worker.Direct
+	claims, thenClaimed atomic.Int64
+}
+
+func (b *claimCounting) Claim(ctx context.Context, p queue.ClaimParams) (worker.Claim, error) {
+	b.claims.Add(1)
+	return b.Direct.Claim(ctx, p)
+}
+
+func (b *claimCounting) CompleteManyThenClaim(ctx context.Context, cs []queue.Completion, p queue.ClaimParams) ([]error, worker.Claim, error) {
+	errs, c, err := b.Direct.CompleteManyThenClaim(ctx, cs, p)
+	b.thenClaimed.Add(int64(len(c.Jobs)))
+	return errs, c, err
+}
+
+// A direct worker whose capped queue is full takes the room its
+// completions free in their own transaction, not by a claim after their
+// notification, and never runs more than the cap at once.
+func TestCappedDrainClaimsWithItsCompletions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	if _, err := f.client.PatchQueue(f.ctx, "capped", queue.QueuePatch{MaxRunning: new(int32(4))}, "user:tester"); err != nil {
+		t.Fatal(err)
+	}
+	const total = 200
+	batch := make([]queue.NewJob, total)
+	for i := range batch {
+		batch[i] = queue.NewJob{Kind: "noop", Queue: "capped", Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+	}
+	if _, err := f.client.InsertMany(f.ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var running, most atomic.Int64
+	exec := executorFunc(func(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		running.Add(-1)
+		return nil, nil
+	})
+	b := &claimCounting{Direct: worker.Direct{Client: f.client}}
+	f.run(t, worker.Config{ID: "capped-worker", Queues: []string{"capped"}, Concurrency: 10, Lease: 30 * time.Second,
+		Executor: exec, Backend: b, Pool: f.pool})
+	testutil.Await(t, 60*time.Second, func() (queue.QueueInfo, bool) {
+		q, err := f.client.Queue(f.ctx, "capped")
+		return q, err == nil && q.Pending == 0 && q.Running == 0
+	}, func(q queue.QueueInfo) string {
+		return fmt.Sprintf("the capped queue still has %d pending, %d running", q.Pending, q.Running)
+	})
+	t.Logf("%d claims; %d of %d jobs claimed by completions; most at once %d", b.claims.Load(), b.thenClaimed.Load(), total, most.Load())
+	if m := most.Load(); m > 4 || m < 2 {
+		t.Fatalf("%d jobs ran at once, want at most the cap of 4 (and more than one)", m)
+	}
+	if got := b.thenClaimed.Load(); got < total/2 {
+		t.Fatalf("completions claimed %d of %d jobs, want most of them", got, total)
+	}
+	// 50 rounds of 4: a claim of the worker's own in each (after the
+	// notification of the room freed) would make 50 or more.
+	if n := b.claims.Load(); n >= 25 {
+		t.Fatalf("%d claims of the worker's own in 50 rounds, want few", n)
+	}
+}
