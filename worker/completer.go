@@ -63,21 +63,24 @@ type completer struct {
 	pending atomic.Int64
 	written chan struct{}
 
-	// want is how many jobs the worker would take from a claim made with
-	// the next batch, while it waits for room under its limits (offer);
-	// claimed answers each offer a batch took. claimParams says what to
-	// claim, and false when the worker may not claim now (an unfit
-	// phone). Only a Backend that is a completeClaimer takes offers.
-	want        atomic.Int64
+	// offered is set while the worker waits for room under its limits:
+	// the next batch written claims for it in its own transaction (offer).
+	// claimed answers each offer a batch took. claimParams is what to
+	// claim then, for the worker's slots free at that moment, and false
+	// when it may not claim (an unfit phone, no slot free). Only a Backend
+	// that is a completeClaimer takes offers.
+	offered     atomic.Bool
 	claimed     chan offerAnswer
-	claimParams func(limit int) (queue.ClaimParams, bool)
+	claimParams func() (queue.ClaimParams, bool)
 }
 
 // offerAnswer is what a batch that took the worker's offer claimed,
-// and when its statement was sent (the leases count from then).
+// and when its statement was sent (the leases count from then); asked
+// is how many jobs it asked for, 0 when it claimed nothing.
 type offerAnswer struct {
 	claim Claim
 	sent  time.Time
+	asked int
 	err   error
 }
 
@@ -87,25 +90,25 @@ func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 		claimed: make(chan offerAnswer, 1)}
 }
 
-// offer asks the next batch written to claim up to n jobs in its
+// offer asks the next batch written to claim for the worker in its
 // transaction; the worker has at most one offer out.
-func (cp *completer) offer(n int) {
-	cp.want.Store(int64(n))
+func (cp *completer) offer() {
+	cp.offered.Store(true)
 }
 
 // retract takes the offer back: false when a batch took it, and its
 // answer is (or will be) on claimed.
 func (cp *completer) retract() bool {
-	return cp.want.Swap(0) > 0
+	return cp.offered.Swap(false)
 }
 
-// takeOffer takes the worker's offer for a batch about to be written:
-// how many jobs to claim with it, 0 for none.
-func (cp *completer) takeOffer() int {
+// takeOffer takes the worker's offer, if it made one, for a batch about
+// to be written.
+func (cp *completer) takeOffer() bool {
 	if _, ok := cp.client.(completeClaimer); !ok || cp.claimParams == nil {
-		return 0
+		return false
 	}
-	return int(cp.want.Swap(0))
+	return cp.offered.Swap(false)
 }
 
 // claimTimeout bounds a completion batch that claims: like a direct
@@ -121,7 +124,7 @@ func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completio
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	errs, claim, err := cp.client.(completeClaimer).CompleteManyThenClaim(cctx, cs, p)
-	cp.claimed <- offerAnswer{claim: claim, sent: sent, err: err}
+	cp.claimed <- offerAnswer{claim: claim, sent: sent, asked: p.Limit, err: err}
 	return errs, err
 }
 
@@ -245,7 +248,7 @@ func (cp *completer) write(ctx context.Context, batch []completion) {
 	// The worker's offer, if it made one, goes with the first try.
 	claim := cp.takeOffer()
 	defer func() {
-		if claim > 0 {
+		if claim {
 			cp.claimed <- offerAnswer{} // every offer taken is answered
 		}
 	}()
@@ -259,12 +262,13 @@ func (cp *completer) write(ctx context.Context, batch []completion) {
 			cs[i] = c.Completion
 		}
 		var p queue.ClaimParams
-		if claim > 0 {
+		if claim {
 			var may bool
-			if p, may = cp.claimParams(claim); !may {
+			if p, may = cp.claimParams(); !may {
+				p = queue.ClaimParams{}
 				cp.claimed <- offerAnswer{}
 			}
-			claim = 0
+			claim = false
 		}
 		var errs []error
 		var err error

@@ -128,11 +128,14 @@ func New(cfg Config) *Worker {
 }
 
 // offerParams is the claim a completion batch makes for this worker
-// (completer.offer), and whether it may claim at all now.
-func (w *Worker) offerParams(limit int) (queue.ClaimParams, bool) {
+// (completer.offer): for every slot whose executor has ended, those of
+// the batch's own jobs too (the loop starts nothing while its offer is
+// out), and whether it may claim at all now.
+func (w *Worker) offerParams() (queue.ClaimParams, bool) {
+	limit := min(w.cfg.Concurrency-int(w.completer.executing.Load()), w.maxClaim())
 	return queue.ClaimParams{
 		WorkerID: w.cfg.ID, Queues: w.cfg.Queues, Devices: w.cfg.Devices, Limit: limit, Lease: w.cfg.Lease,
-	}, w.mayClaim()
+	}, limit > 0 && w.mayClaim()
 }
 
 // presenceEvery is how often a worker reports itself alive (a worker seen
@@ -238,22 +241,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// While a direct worker is short because its limits are full, the
 	// completions that free them claim for it in their own transaction
-	// (completer.offer): offered is how many jobs it offered to take that
-	// way, 0 when no offer is out.
-	offered := 0
+	// (completer.offer); offered says an offer is out.
+	offered := false
 	answered := func(a offerAnswer) {
 		launch(a.claim, leaseStart(a.sent, time.Now(), 0))
 		if a.err != nil && ctx.Err() == nil {
 			w.claimLog.failed(a.err)
 		}
-		short = short && a.err == nil && len(a.claim.Jobs) < offered
-		offered = 0
+		short = short && a.err == nil && len(a.claim.Jobs) < a.asked
+		offered = false
 	}
 	retract := func() {
-		if offered > 0 && !w.completer.retract() {
+		if offered && !w.completer.retract() {
 			answered(<-w.completer.claimed)
 		}
-		offered = 0
+		offered = false
 	}
 	for ctx.Err() == nil {
 		// An unfit phone (or one not checked yet) claims nothing; its
@@ -274,9 +276,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue // there may be more
 			}
 			short = notes != nil && err == nil
-			if short && w.completer.claimParams != nil {
-				offered = min(free-len(claim.Jobs), w.maxClaim())
-				w.completer.offer(offered)
+			if short {
+				offered = true
+				w.completer.offer()
 			}
 		}
 		skip = false
@@ -286,10 +288,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			answered(a)
 			if short {
 				// Still short: the next completions may claim again.
-				offered = min(w.cfg.Concurrency-inflight, w.maxClaim())
-				if offered > 0 {
-					w.completer.offer(offered)
-				}
+				offered = true
+				w.completer.offer()
 			}
 		case <-wake:
 			retract()
