@@ -79,10 +79,18 @@ func (r errRow) Scan(...any) error { return r.err }
 // caller hands conn back through Release, which closes a connection
 // still in a transaction.
 
+// genericPlans makes the statements of the rest of a limited claim's
+// transaction run on their cached generic plans, as JobClaimAndLimits
+// does for the fast claim: PostgreSQL planned JobClaimLimited again on
+// 169 of 203 calls of a capped drain, 1.8 ms each, more than the
+// statement's own execution for 100 jobs (2.8 ms).
+const genericPlans = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 // JobClaimLimitedBegin begins a limited claim on conn.
 func JobClaimLimitedBegin(ctx context.Context, conn Batcher, arg JobClaimLimitedLockParams) (held []JobClaimLimitedLockRow, err error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(genericPlans)
 	queueQuery(ctx, b, func(q *Queries) ([]JobClaimLimitedLockRow, error) { return q.JobClaimLimitedLock(ctx, arg) }, &held)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
@@ -98,6 +106,7 @@ func JobClaimLimitedBegin(ctx context.Context, conn Batcher, arg JobClaimLimited
 func JobCompleteThenClaimBegin(ctx context.Context, conn Batcher, done JobCompleteManyParams, arg JobClaimLimitedLockParams) (completed []JobCompleteManyRow, held []JobClaimLimitedLockRow, err error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(genericPlans)
 	queueQuery(ctx, b, func(q *Queries) ([]JobCompleteManyRow, error) { return q.JobCompleteMany(ctx, done) }, &completed)
 	queueQuery(ctx, b, func(q *Queries) ([]JobClaimLimitedLockRow, error) { return q.JobClaimLimitedLock(ctx, arg) }, &held)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
