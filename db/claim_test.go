@@ -3,6 +3,8 @@ package db_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -97,26 +99,6 @@ func TestClaimReadsOnlyWhatItTakes(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind) SELECT 't' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
 	}
-	type node struct {
-		Type     string `json:"Node Type"`
-		Relation string `json:"Relation Name"`
-		Rows     int    `json:"Actual Rows"`
-		Loops    int    `json:"Actual Loops"`
-		Plans    []node `json:"Plans"`
-	}
-	var most func(n node) (string, int)
-	most = func(n node) (string, int) {
-		what, rows := "", 0
-		if n.Relation == "jobs" || n.Type == "Sort" {
-			what, rows = n.Type+" "+n.Relation, n.Rows*max(n.Loops, 1)
-		}
-		for _, c := range n.Plans {
-			if w, r := most(c); r > rows {
-				what, rows = w, r
-			}
-		}
-		return what, rows
-	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -148,14 +130,112 @@ func TestClaimReadsOnlyWhatItTakes(t *testing.T) {
 		if _, err := conn.Exec(ctx, "DEALLOCATE probe_claim"); err != nil {
 			t.Fatal(err)
 		}
-		var plan []struct{ Plan node }
-		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
-			t.Fatalf("reading the plan: %v: %s", err, out)
-		}
-		if what, rows := most(plan[0].Plan); rows > 50 {
+		if what, rows := mostRead(t, out); rows > 50 {
 			t.Errorf("plan_cache_mode %s, analyzed %v: a claim of 10 of 5,000 pending jobs read %d rows (%s), want at most 50", mode, analyzed, rows, what)
 		} else {
 			t.Logf("plan_cache_mode %s, analyzed %v: at most %d rows (%s)", mode, analyzed, rows, what)
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON)'s plan.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Rows     int        `json:"Actual Rows"`
+	Loops    int        `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// mostRead is the node of an explained plan (EXPLAIN's JSON) that read or
+// sorted the most rows of jobs, and how many over all its loops.
+func mostRead(t *testing.T, explained []byte) (what string, rows int) {
+	t.Helper()
+	var plan []struct{ Plan planNode }
+	if err := json.Unmarshal(explained, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("reading the plan: %v: %s", err, explained)
+	}
+	var most func(n planNode) (string, int)
+	most = func(n planNode) (string, int) {
+		what, rows := "", 0
+		if n.Relation == "jobs" || n.Type == "Sort" {
+			what, rows = n.Type+" "+n.Relation, n.Rows*max(n.Loops, 1)
+		}
+		for _, c := range n.Plans {
+			if w, r := most(c); r > rows {
+				what, rows = w, r
+			}
+		}
+		return what, rows
+	}
+	return most(plan[0].Plan)
+}
+
+// A limited claim runs its generic plan (db.JobClaimLimitedBegin), and
+// that plan reads each capped queue and each key only as far as its room:
+// of 5,000 jobs waiting behind a cap of 10 and 20 keys of 100 jobs each,
+// a claim reads a few hundred rows of jobs, not every job waiting.
+func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO queue_settings (name, max_running) VALUES ('capped', 10);
+		INSERT INTO jobs (kind, queue) SELECT 't', 'capped' FROM generate_series(1, 5000);
+		INSERT INTO jobs (kind, queue, concurrency_key, concurrency_limit)
+		SELECT 't', 'keyed', 'k' || (i % 20), 1 FROM generate_series(1, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	locked := "'{" + strings.Join(keys, ",") + "}'"
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := conn.Exec(ctx, "ANALYZE jobs"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Exec(ctx, "PREPARE probe_limited(bigint, text[], text, text[], text[], text[], integer, integer, integer, integer) AS "+db.JobClaimLimitedSQL); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		var claimed int
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE probe_limited(NULL, '{capped}', 'w1', '{}', '{capped,keyed}', `+locked+`, 100, 30000, NULL, 5000)`).Scan(&out)
+		if err == nil {
+			err = tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE state = 'running'").Scan(&claimed)
+		}
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "DEALLOCATE probe_limited"); err != nil {
+			t.Fatal(err)
+		}
+		if claimed != 30 {
+			t.Fatalf("analyzed %v: the claim took %d jobs, want 10 capped and one per key", analyzed, claimed)
+		}
+		if what, rows := mostRead(t, out); rows > 500 {
+			t.Errorf("analyzed %v: a limited claim of 30 jobs among 7,000 read %d rows (%s), want at most 500", analyzed, rows, what)
+		} else {
+			t.Logf("analyzed %v: at most %d rows (%s)", analyzed, rows, what)
 		}
 	}
 }
