@@ -104,36 +104,18 @@ func TestClaimReadsOnlyWhatItTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	const mode = "force_generic_plan"
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
 			if _, err := conn.Exec(ctx, "ANALYZE jobs"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := conn.Exec(ctx, "PREPARE probe_claim(bigint, text, text[], timestamptz, text[], integer, integer, integer, integer) AS "+db.JobClaimSQL); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []byte
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
-			t.Fatal(err)
-		}
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE probe_claim(NULL, 'w1', '{}', NULL, '{default}', 10, 30000, NULL, 5000)`).Scan(&out)
-		_ = tx.Rollback(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "DEALLOCATE probe_claim"); err != nil {
-			t.Fatal(err)
-		}
+		out, _ := explainGeneric(t, conn, "probe_claim(bigint, text, text[], timestamptz, text[], integer, integer, integer, integer)",
+			db.JobClaimSQL, "(NULL, 'w1', '{}', NULL, '{default}', 10, 30000, NULL, 5000)")
 		if what, rows := mostRead(t, out); rows > 50 {
-			t.Errorf("plan_cache_mode %s, analyzed %v: a claim of 10 of 5,000 pending jobs read %d rows (%s), want at most 50", mode, analyzed, rows, what)
+			t.Errorf("analyzed %v: a claim of 10 of 5,000 pending jobs read %d rows (%s), want at most 50", analyzed, rows, what)
 		} else {
-			t.Logf("plan_cache_mode %s, analyzed %v: at most %d rows (%s)", mode, analyzed, rows, what)
+			t.Logf("analyzed %v: at most %d rows (%s)", analyzed, rows, what)
 		}
 	}
 }
@@ -206,29 +188,8 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := conn.Exec(ctx, "PREPARE probe_limited(bigint, text[], text, text[], text[], text[], integer, integer, integer, integer) AS "+db.JobClaimLimitedSQL); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-			t.Fatal(err)
-		}
-		var out []byte
-		var claimed int
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE probe_limited(NULL, '{capped}', 'w1', '{}', '{capped,keyed}', `+locked+`, 100, 30000, NULL, 5000)`).Scan(&out)
-		if err == nil {
-			err = tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE state = 'running'").Scan(&claimed)
-		}
-		_ = tx.Rollback(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "DEALLOCATE probe_limited"); err != nil {
-			t.Fatal(err)
-		}
+		out, claimed := explainGeneric(t, conn, "probe_limited(bigint, text[], text, text[], text[], text[], integer, integer, integer, integer)",
+			db.JobClaimLimitedSQL, "(NULL, '{capped}', 'w1', '{}', '{capped,keyed}', "+locked+", 100, 30000, NULL, 5000)")
 		if claimed != 30 {
 			t.Fatalf("analyzed %v: the claim took %d jobs, want 10 capped and one per key", analyzed, claimed)
 		}
@@ -238,4 +199,37 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 			t.Logf("analyzed %v: at most %d rows (%s)", analyzed, rows, what)
 		}
 	}
+}
+
+// explainGeneric prepares statement as probe (its name and parameter
+// types) on conn, runs it once with args on its generic plan under
+// EXPLAIN (ANALYZE) in a transaction it rolls back, and returns the plan
+// and how many jobs were running after it.
+func explainGeneric(t *testing.T, conn *pgxpool.Conn, probe, statement, args string) (plan []byte, running int) {
+	t.Helper()
+	ctx := context.Background()
+	name, _, _ := strings.Cut(probe, "(")
+	if _, err := conn.Exec(ctx, "PREPARE "+probe+" AS "+statement); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(ctx, "DEALLOCATE "+name); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+name+args).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE state = 'running'").Scan(&running); err != nil {
+		t.Fatal(err)
+	}
+	return plan, running
 }

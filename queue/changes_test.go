@@ -31,15 +31,21 @@ func listenChanges(t *testing.T, f *fixture) *changeListener {
 
 func listenOnly(t *testing.T, f *fixture) *changeListener {
 	t.Helper()
+	return &changeListener{conn: listenOn(t, f, "leasehold_events")}
+}
+
+// listenOn is a connection of its own listening on channel.
+func listenOn(t *testing.T, f *fixture, channel string) *pgx.Conn {
+	t.Helper()
 	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(f.ctx, "LISTEN leasehold_events"); err != nil {
+	if _, err := conn.Exec(f.ctx, "LISTEN "+channel); err != nil {
 		t.Fatal(err)
 	}
-	return &changeListener{conn: conn}
+	return conn
 }
 
 type changePayload struct {

@@ -24,20 +24,26 @@ func TestClaimUsesItsGenericPlan(t *testing.T) {
 			t.Fatalf("claimed %d (%v), want 3", len(jobs), err)
 		}
 	}
-	var generic, custom int64
-	if err := f.pool.QueryRow(f.ctx, `
-		SELECT generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '-- name: JobClaim :many%'`).Scan(&generic, &custom); err != nil {
-		t.Fatal(err)
-	}
-	if generic != 10 || custom != 0 {
+	if generic, custom := plansRun(t, f, "JobClaim"); generic != 10 || custom != 0 {
 		t.Fatalf("the claim ran %d generic and %d custom plans, want 10 and 0", generic, custom)
 	}
-	// The setting is the claim's transaction's only.
+}
+
+// plansRun is how many generic and custom plans the statement query (its
+// sqlc name) ran on f's one connection, whose plan_cache_mode must be as
+// it was: the setting is each claim's transaction's only.
+func plansRun(t *testing.T, f *fixture, query string) (generic, custom int64) {
+	t.Helper()
+	if err := f.pool.QueryRow(f.ctx, `
+		SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '-- name: ' || $1 || ' :many%'`, query).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
 	var mode string
 	if err := f.pool.QueryRow(f.ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "auto" {
 		t.Fatalf("plan_cache_mode after the claims: %q %v", mode, err)
 	}
+	return generic, custom
 }
 
 // A limited claim, and the one completions make (CompleteManyThenClaim),
@@ -64,17 +70,7 @@ func TestLimitedClaimUsesItsGenericPlan(t *testing.T) {
 			t.Fatalf("claimed %d (%v), want 3", len(jobs), err)
 		}
 	}
-	var generic, custom int64
-	if err := f.pool.QueryRow(f.ctx, `
-		SELECT generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '-- name: JobClaimLimited :many%'`).Scan(&generic, &custom); err != nil {
-		t.Fatal(err)
-	}
-	if generic != 11 || custom != 0 {
+	if generic, custom := plansRun(t, f, "JobClaimLimited"); generic != 11 || custom != 0 {
 		t.Fatalf("the limited claim ran %d generic and %d custom plans, want 11 and 0", generic, custom)
-	}
-	var mode string
-	if err := f.pool.QueryRow(f.ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "auto" {
-		t.Fatalf("plan_cache_mode after the claims: %q %v", mode, err)
 	}
 }

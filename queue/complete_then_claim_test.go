@@ -118,14 +118,7 @@ func jobNotes(t *testing.T, conn *pgx.Conn, quiet time.Duration) []string {
 func TestCompleteManyThenClaimAnnouncesOnlyRoomLeft(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
-	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(f.ctx, "LISTEN leasehold_jobs"); err != nil {
-		t.Fatal(err)
-	}
+	conn := listenOn(t, f, "leasehold_jobs")
 	f.patchQueue(t, "capped", queue.QueuePatch{MaxRunning: new(int32(2))})
 	f.insertLimited(t, 6, limited{queue: "capped"})
 	f.insertLimited(t, 2, limited{queue: "keyed", key: "phone", limit: 1})
