@@ -19,11 +19,7 @@ import (
 func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind) SELECT 't' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +87,7 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 func TestClaimReadsOnlyWhatItTakes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind) SELECT 't' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
 	}
@@ -160,11 +152,7 @@ func mostRead(t *testing.T, explained []byte) (what string, rows int) {
 func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO queue_settings (name, max_running) VALUES ('capped', 10);
 		INSERT INTO jobs (kind, queue) SELECT 't', 'capped' FROM generate_series(1, 5000);
@@ -232,4 +220,15 @@ func explainGeneric(t *testing.T, conn *pgxpool.Conn, probe, statement, args str
 		t.Fatal(err)
 	}
 	return plan, running
+}
+
+// newPool is a pool on a new database of its own, closed with the test.
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
