@@ -233,7 +233,14 @@ func TestKilledWorkersSpoolIsCleanedAtStart(t *testing.T) {
 	spool := t.TempDir()
 	w := e.spawn("worker home-killed", []string{"--server-url", e.apiURL, "--token", e.workerToken("home-killed"),
 		"--spool-dir", spool, "--lease", "30s"})
-	id := e.submit(map[string]any{"app": "com.example.killed", "sim": map[string]any{"steps": 20, "step_ms": 300}})
+	// Each step waits, uploads its screenshot, then reports progress. The
+	// server must die while a step waits, so that the next screenshot
+	// meets the outage and is spooled: a kill that lands on the progress
+	// call instead blocks the sim there (progress is retried until the
+	// lease ends) and nothing is spooled. 2 s steps leave the test 2 s
+	// after the first progress to kill the server; with 300 ms a loaded
+	// machine once missed that window.
+	id := e.submit(map[string]any{"app": "com.example.killed", "sim": map[string]any{"steps": 20, "step_ms": 2000}})
 	e.eventually("the job runs", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id) >= 1
 	})
