@@ -76,8 +76,10 @@ func OpenSpool(dir string, max int64) (*Spool, error) {
 }
 
 // cleanSpool removes the directories of dir whose workers are gone: those
-// whose lock can be taken (a new-* one too: a start that died before its
-// rename; one still being made has no lock file yet, or holds it).
+// whose lock can be taken (a new-* one too: a start that died between
+// taking its lock and its rename). One still being made has no "lock"
+// yet, or holds it (lockSpoolDir); one whose start died before it had a
+// lock stays, empty.
 func cleanSpool(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -223,3 +223,33 @@ func TestUploadsGiveUpBeforeTheLeaseEnds(t *testing.T) {
 		t.Fatalf("the spool holds %d bytes", spool.Used())
 	}
 }
+
+// Workers started at the same moment on one spool directory (the
+// default one, say, of several phones' workers on one machine) all open
+// their spools, and none cleans another's away while it is being made.
+func TestSpoolsOpenedTogether(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for round := range 20 {
+		var wg sync.WaitGroup
+		spools := make([]*Spool, 8)
+		errs := make([]error, len(spools))
+		for i := range spools {
+			wg.Go(func() { spools[i], errs[i] = OpenSpool(dir, 1000) })
+		}
+		wg.Wait()
+		for i, s := range spools {
+			if errs[i] != nil {
+				t.Fatalf("round %d: spool %d: %v", round, i, errs[i])
+			}
+			if _, err := os.Stat(s.Dir()); err != nil {
+				t.Fatalf("round %d: spool %d's directory is gone: %v", round, i, err)
+			}
+		}
+		for _, s := range spools {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
