@@ -73,9 +73,12 @@ func TestCappedDrainClaimsWithItsCompletions(t *testing.T) {
 	if got := b.thenClaimed.Load(); got < total/2 {
 		t.Fatalf("completions claimed %d of %d jobs, want most of them", got, total)
 	}
-	// 50 rounds of 4: a claim of the worker's own in each (after the
-	// notification of the room freed) would make 50 or more.
-	if n := b.claims.Load(); n >= 25 {
-		t.Fatalf("%d claims of the worker's own in 50 rounds, want few", n)
+	// A round frees and claims at most the cap (4): fewer claims of the
+	// worker's own than rounds claimed by completions means most rounds
+	// needed none. A claim of its own after each round's notification
+	// (the design before) makes one per round. Some remain: under the
+	// race detector beside other tests, 3–31 were seen in 200 jobs.
+	if n, rounds := b.claims.Load(), b.thenClaimed.Load()/4; n >= rounds {
+		t.Fatalf("%d claims of the worker's own, %d rounds claimed by completions: want fewer", n, rounds)
 	}
 }

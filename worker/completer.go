@@ -72,6 +72,13 @@ type completer struct {
 	offered     atomic.Bool
 	claimed     chan offerAnswer
 	claimParams func() (queue.ClaimParams, bool)
+	// answering is set from an answer's sending until the worker has
+	// taken it (answerTaken), and reoffered hears each offer: a batch
+	// written meanwhile waits a moment for the worker's next offer
+	// rather than going out without it (and announcing the room it frees
+	// to the worker itself).
+	answering atomic.Bool
+	reoffered chan struct{}
 }
 
 // offerAnswer is what a batch that took the worker's offer claimed,
@@ -87,14 +94,33 @@ type offerAnswer struct {
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log,
 		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1),
-		claimed: make(chan offerAnswer, 1)}
+		claimed: make(chan offerAnswer, 1), reoffered: make(chan struct{}, 1)}
 }
 
 // offer asks the next batch written to claim for the worker in its
 // transaction; the worker has at most one offer out.
 func (cp *completer) offer() {
 	cp.offered.Store(true)
+	select {
+	case cp.reoffered <- struct{}{}:
+	default:
+	}
 }
+
+// answerTaken says the worker has taken the last answer (and made its
+// next offer, if it will).
+func (cp *completer) answerTaken() {
+	cp.answering.Store(false)
+}
+
+// answer hands a to the worker.
+func (cp *completer) answer(a offerAnswer) {
+	cp.answering.Store(true)
+	cp.claimed <- a
+}
+
+// reofferWait bounds how long a batch waits for the worker's next offer.
+const reofferWait = 2 * time.Millisecond
 
 // retract takes the offer back: false when a batch took it, and its
 // answer is (or will be) on claimed.
@@ -107,6 +133,18 @@ func (cp *completer) retract() bool {
 func (cp *completer) takeOffer() bool {
 	if _, ok := cp.client.(completeClaimer); !ok || cp.claimParams == nil {
 		return false
+	}
+	if cp.offered.Swap(false) {
+		return true
+	}
+	if !cp.answering.Load() {
+		return false
+	}
+	// The worker is starting what the last batch claimed, and offers
+	// again at once if it is still short.
+	select {
+	case <-cp.reoffered:
+	case <-time.After(reofferWait):
 	}
 	return cp.offered.Swap(false)
 }
@@ -124,7 +162,7 @@ func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completio
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	errs, claim, err := cp.client.(completeClaimer).CompleteManyThenClaim(cctx, cs, p)
-	cp.claimed <- offerAnswer{claim: claim, sent: sent, asked: p.Limit, err: err}
+	cp.answer(offerAnswer{claim: claim, sent: sent, asked: p.Limit, err: err})
 	return errs, err
 }
 
@@ -249,7 +287,7 @@ func (cp *completer) write(ctx context.Context, batch []completion) {
 	claim := cp.takeOffer()
 	defer func() {
 		if claim {
-			cp.claimed <- offerAnswer{} // every offer taken is answered
+			cp.answer(offerAnswer{}) // every offer taken is answered
 		}
 	}()
 	for {
@@ -266,7 +304,7 @@ func (cp *completer) write(ctx context.Context, batch []completion) {
 			var may bool
 			if p, may = cp.claimParams(); !may {
 				p = queue.ClaimParams{}
-				cp.claimed <- offerAnswer{}
+				cp.answer(offerAnswer{})
 			}
 			claim = false
 		}

@@ -219,10 +219,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	// it are still being written: a transaction for nothing, several per
 	// round of a capped queue.
 	short := false
-	launch := func(claim Claim, start time.Time) {
+	// While a direct worker is short because its limits are full, the
+	// completions that free them claim for it in their own transaction
+	// (completer.offer); offered says an offer is out.
+	offered := false
+	// launch starts claim's jobs; with offer, it makes the offer once they
+	// count as executing and before any can end, so that no completion is
+	// written (and announced) without it, and none claims their slots.
+	launch := func(claim Claim, start time.Time, offer bool) {
+		inflight += len(claim.Jobs)
+		w.completer.executing.Add(int64(len(claim.Jobs)))
+		if offer {
+			offered = true
+			w.completer.offer()
+		}
 		for _, job := range claim.Jobs {
-			inflight++
-			w.completer.executing.Add(1)
 			jobsWG.Go(func() {
 				var once sync.Once
 				free := func() {
@@ -239,21 +250,20 @@ func (w *Worker) Run(ctx context.Context) error {
 			})
 		}
 	}
-	// While a direct worker is short because its limits are full, the
-	// completions that free them claim for it in their own transaction
-	// (completer.offer); offered says an offer is out.
-	offered := false
-	answered := func(a offerAnswer) {
-		launch(a.claim, leaseStart(a.sent, time.Now(), 0))
+	// answered starts what a completion claimed; with again, the worker
+	// offers once more while it is still short.
+	answered := func(a offerAnswer, again bool) {
+		short = short && a.err == nil && len(a.claim.Jobs) < a.asked
+		offered = false
+		launch(a.claim, leaseStart(a.sent, time.Now(), 0), again && short)
+		w.completer.answerTaken()
 		if a.err != nil && ctx.Err() == nil {
 			w.claimLog.failed(a.err)
 		}
-		short = short && a.err == nil && len(a.claim.Jobs) < a.asked
-		offered = false
 	}
 	retract := func() {
 		if offered && !w.completer.retract() {
-			answered(<-w.completer.claimed)
+			answered(<-w.completer.claimed, false)
 		}
 		offered = false
 	}
@@ -271,26 +281,18 @@ func (w *Worker) Run(ctx context.Context) error {
 			case ctx.Err() == nil && !(errors.Is(err, context.Canceled) && !w.mayClaim()):
 				w.claimLog.failed(err)
 			}
-			launch(claim, leaseStart(sent, time.Now(), claim.Waited))
-			if len(claim.Jobs) == min(free, w.maxClaim()) {
+			full := len(claim.Jobs) == min(free, w.maxClaim())
+			short = !full && notes != nil && err == nil
+			launch(claim, leaseStart(sent, time.Now(), claim.Waited), short)
+			if full {
 				continue // there may be more
-			}
-			short = notes != nil && err == nil
-			if short {
-				offered = true
-				w.completer.offer()
 			}
 		}
 		skip = false
 		select {
 		case <-ctx.Done():
 		case a := <-w.completer.claimed:
-			answered(a)
-			if short {
-				// Still short: the next completions may claim again.
-				offered = true
-				w.completer.offer()
-			}
+			answered(a, true)
 		case <-wake:
 			retract()
 			if short {
