@@ -72,13 +72,6 @@ type completer struct {
 	offered     atomic.Bool
 	claimed     chan offerAnswer
 	claimParams func() (queue.ClaimParams, bool)
-	// answering is set from an answer's sending until the worker has
-	// taken it (answerTaken), and reoffered hears each offer: a batch
-	// written meanwhile waits a moment for the worker's next offer
-	// rather than going out without it (and announcing the room it frees
-	// to the worker itself).
-	answering atomic.Bool
-	reoffered chan struct{}
 }
 
 // offerAnswer is what a batch that took the worker's offer claimed,
@@ -94,33 +87,19 @@ type offerAnswer struct {
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log,
 		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1),
-		claimed: make(chan offerAnswer, 1), reoffered: make(chan struct{}, 1)}
+		claimed: make(chan offerAnswer, 1)}
 }
 
 // offer asks the next batch written to claim for the worker in its
 // transaction; the worker has at most one offer out.
 func (cp *completer) offer() {
 	cp.offered.Store(true)
-	select {
-	case cp.reoffered <- struct{}{}:
-	default:
-	}
-}
-
-// answerTaken says the worker has taken the last answer (and made its
-// next offer, if it will).
-func (cp *completer) answerTaken() {
-	cp.answering.Store(false)
 }
 
 // answer hands a to the worker.
 func (cp *completer) answer(a offerAnswer) {
-	cp.answering.Store(true)
 	cp.claimed <- a
 }
-
-// reofferWait bounds how long a batch waits for the worker's next offer.
-const reofferWait = 2 * time.Millisecond
 
 // retract takes the offer back: false when a batch took it, and its
 // answer is (or will be) on claimed.
@@ -133,18 +112,6 @@ func (cp *completer) retract() bool {
 func (cp *completer) takeOffer() bool {
 	if _, ok := cp.client.(completeClaimer); !ok || cp.claimParams == nil {
 		return false
-	}
-	if cp.offered.Swap(false) {
-		return true
-	}
-	if !cp.answering.Load() {
-		return false
-	}
-	// The worker is starting what the last batch claimed, and offers
-	// again at once if it is still short.
-	select {
-	case <-cp.reoffered:
-	case <-time.After(reofferWait):
 	}
 	return cp.offered.Swap(false)
 }
