@@ -71,6 +71,9 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 		"sim": map[string]any{"steps": 3, "step_ms": 20, "fail_attempts": 1}})
 	dead := b.submit(map[string]any{"app": "com.example.broken", "sim": map[string]any{"steps": 2, "step_ms": 20, "permanent": true}})
 	running := b.submit(map[string]any{"app": "com.example.slow", "sim": map[string]any{"hang": true, "step_ms": 300}})
+	// A job with more events than its page shows: the page then says
+	// so in a paragraph with a link in its text.
+	long := b.submit(map[string]any{"app": "com.example.long", "sim": map[string]any{"steps": 210, "step_ms": 2}})
 	waiting := b.submit(map[string]any{"app": "com.example.tablet", "device": "pixel9", "sim": map[string]any{"steps": 1}})
 	if _, err := c.PatchQueue(b.ctx, "phones", client.QueuePatch{Paused: api.Value(true), MaxRunning: api.Value(int32(2))}); err != nil {
 		t.Fatal(err)
@@ -94,6 +97,7 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 	b.waitFor(replayed, 60*time.Second, client.StateSucceeded)
 	b.waitFor(dead, 60*time.Second, client.StateDead)
 	b.waitFor(running, 60*time.Second, client.StateRunning)
+	b.waitFor(long, 60*time.Second, client.StateSucceeded)
 	b.eventually("the phone described", 30*time.Second, func() bool {
 		return b.count("SELECT count(*) FROM workers WHERE id = 'pixel-7-home' AND info ? 'model'") == 1
 	})
@@ -106,6 +110,7 @@ func TestBrowserEveryPageAtPhoneAndDesktopSize(t *testing.T) {
 		{"jobs", "/jobs", `document.querySelectorAll("[data-testid=job-row]").length >= 6`},
 		{"job", fmt.Sprintf("/jobs/%d", replayed), `document.querySelectorAll("[data-testid=attempt]").length === 2 && !!document.querySelector("[data-testid=replay-shot]")`},
 		{"job-running", fmt.Sprintf("/jobs/%d", running), `!!document.querySelector("[data-testid=lease-countdown]")`},
+		{"job-long", fmt.Sprintf("/jobs/%d", long), `!!document.querySelector("[data-testid=events-earlier]")`},
 		{"job-waiting", fmt.Sprintf("/jobs/%d", waiting), `!!document.querySelector("[data-testid=job-waiting]")`},
 		{"new", "/jobs/new", `!!document.querySelector("[data-testid=new-job-form]")`},
 		{"queues", "/queues", `!!document.querySelector("[data-testid=queue-phones] [data-testid=paused-by]")`},
