@@ -75,6 +75,14 @@ func TestLimitsProbeReadsLittleOnAFreshTable(t *testing.T) {
 	if probe("default"); rated {
 		t.Error("the rate-limited job is in llm, not default: want false")
 	}
+	// A keyed job that names rate-limit keys is the rate-limited claim's
+	// (which takes its key's lock too): rated, and no limited claim for it.
+	if _, err := pool.Exec(ctx, `INSERT INTO jobs (kind, queue, concurrency_key, rate_limits) VALUES ('t', 'tablets', 'pixel9', '{llm:y}')`); err != nil {
+		t.Fatal(err)
+	}
+	if any, buffers := probe("tablets"); any || !rated || buffers > 30 {
+		t.Errorf("a due keyed job that names rate limits: any=%v rated=%v after %d buffers, want false, true after a few", any, rated, buffers)
+	}
 }
 
 // The claim reads the claim index in order and stops at its limit: of
@@ -157,7 +165,8 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 		INSERT INTO queue_settings (name, max_running) VALUES ('capped', 10);
 		INSERT INTO jobs (kind, queue) SELECT 't', 'capped' FROM generate_series(1, 5000);
 		INSERT INTO jobs (kind, queue, concurrency_key, concurrency_limit)
-		SELECT 't', 'keyed', 'k' || (i % 20), 1 FROM generate_series(1, 2000) i`); err != nil {
+		SELECT 't', 'keyed', 'k' || (i % 20), 1 FROM generate_series(1, 2000) i;
+		INSERT INTO jobs (kind, queue, rate_limits) SELECT 't', 'open', '{llm}' FROM generate_series(1, 3000)`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pool.Acquire(ctx)
@@ -185,6 +194,66 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 			t.Errorf("analyzed %v: a limited claim of 30 jobs among 7,000 read %d rows (%s), want at most 500", analyzed, rows, what)
 		} else {
 			t.Logf("analyzed %v: at most %d rows (%s)", analyzed, rows, what)
+		}
+	}
+}
+
+// Rate-limited jobs under a cap or a concurrency key are read only as far
+// as their limits have room, by the rate-limited claim, and not at all by
+// the limited claim beside them: of 5,000 rated jobs behind a cap of 10,
+// 2,000 rated keyed jobs and 2,000 keyed ones (20 keys of each, limit 1),
+// and 3,000 rated jobs of a queue without limits, each claim's first
+// statement reads a few hundred rows of jobs.
+func TestRatedClaimReadsOnlyWhatItTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO queue_settings (name, max_running) VALUES ('capped', 10);
+		INSERT INTO jobs (kind, queue, rate_limits) SELECT 't', 'capped', '{llm}' FROM generate_series(1, 5000);
+		INSERT INTO jobs (kind, queue, concurrency_key, concurrency_limit, rate_limits)
+		SELECT 't', 'keyed', 'r' || (i % 20), 1, '{llm}' FROM generate_series(1, 2000) i;
+		INSERT INTO jobs (kind, queue, concurrency_key, concurrency_limit)
+		SELECT 't', 'keyed', 'k' || (i % 20), 1 FROM generate_series(1, 2000) i;
+		INSERT INTO jobs (kind, queue, rate_limits) SELECT 't', 'open', '{llm}' FROM generate_series(1, 3000)`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := conn.Exec(ctx, "ANALYZE jobs"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name, probe, statement, args string
+			want                         int // rows it returns
+		}{
+			// 10 capped, one per rated key and 70 of the open queue
+			{"rated", "probe_rated(text, text[], timestamptz, text[], integer)", db.JobClaimRatedLockSQL,
+				"('w1', '{}', NULL, '{capped,keyed,open}', 100)", 100},
+			// the cap with room, the 20 keys without rate limits, and
+			// whether rated jobs are due
+			{"limited", "probe_lock(text, text[], text[], integer)", db.JobClaimLimitedLockSQL,
+				"('w1', '{}', '{capped,keyed,open}', 100)", 22},
+		} {
+			out, _ := explainGeneric(t, conn, c.probe, c.statement, c.args)
+			var plan []struct{ Plan planNode }
+			if err := json.Unmarshal(out, &plan); err != nil {
+				t.Fatal(err)
+			}
+			if got := plan[0].Plan.Rows; got != c.want {
+				t.Errorf("analyzed %v: the %s claim's first statement returned %d rows, want %d", analyzed, c.name, got, c.want)
+			}
+			if what, rows := mostRead(t, out); rows > 500 {
+				t.Errorf("analyzed %v: the %s claim's first statement read %d rows (%s), want at most 500", analyzed, c.name, rows, what)
+			} else {
+				t.Logf("analyzed %v: %s: at most %d rows (%s)", analyzed, c.name, rows, what)
+			}
 		}
 	}
 }

@@ -485,7 +485,7 @@ WITH gate AS MATERIALIZED (
            -- the limit of the key's first due job, as JobClaimLimitedLock
            -- judged the key's room by
            (SELECT j.concurrency_limit FROM jobs j
-            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.run_at <= now()
+            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.rate_limits IS NULL AND j.run_at <= now()
               AND j.queue = ANY($5::text[])
               AND (j.device IS NULL OR j.device = ANY($4::text[]))
             ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
@@ -496,7 +496,7 @@ WITH gate AS MATERIALIZED (
     FROM kfree CROSS JOIN LATERAL (
         SELECT w.id, w.queue, w.priority, w.run_at, w.concurrency_limit, row_number() OVER (ORDER BY w.priority, w.run_at, w.id) AS n
         FROM (SELECT j.id, j.queue, j.priority, j.run_at, j.concurrency_limit FROM jobs j
-              WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.run_at <= now()
+              WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.rate_limits IS NULL AND j.run_at <= now()
                 AND j.queue = ANY($5::text[])
                 AND (j.device IS NULL OR j.device = ANY($4::text[]))
                 AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
@@ -707,10 +707,10 @@ const jobClaimLimitedAny = `-- name: JobClaimLimitedAny :one
 SELECT (EXISTS (SELECT 1 FROM queue_settings
                 WHERE name = ANY($1::text[]) AND NOT paused AND max_running IS NOT NULL)
         OR (COALESCE((SELECT true FROM jobs
-                      WHERE state = 'pending' AND concurrency_key IS NOT NULL
+                      WHERE state = 'pending' AND concurrency_key IS NOT NULL AND rate_limits IS NULL
                       ORDER BY concurrency_key LIMIT 1), false)
             AND EXISTS (SELECT 1 FROM jobs
-                        WHERE state = 'pending' AND concurrency_key IS NOT NULL
+                        WHERE state = 'pending' AND concurrency_key IS NOT NULL AND rate_limits IS NULL
                           AND queue = ANY($1::text[]) AND run_at <= now())))::boolean AS any,
        -- Whether a due job of these queues names rate-limit keys none of
        -- which is spent (JobClaimRatedLock could take it). As for keyed
@@ -718,13 +718,22 @@ SELECT (EXISTS (SELECT 1 FROM queue_settings
        -- of jobs_claim_rated_idx, which only it gives (one page while no
        -- job names keys): on a table not yet analyzed the question below
        -- went through jobs_queue_pending_idx, 135 buffers of 5,000 jobs.
-       (COALESCE((SELECT true FROM jobs
-                  WHERE state = 'pending' AND rate_limits IS NOT NULL
-                  ORDER BY priority, run_at, id LIMIT 1), false)
-        AND EXISTS (SELECT 1 FROM jobs
-                    WHERE state = 'pending' AND rate_limits IS NOT NULL
-                      AND queue = ANY($1::text[]) AND run_at <= coalesce($2::timestamptz, now())
-                      AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce($2::timestamptz, now()))))))::boolean AS rated
+       -- Jobs with and without a concurrency key have an index each
+       -- (jobs_claim_rated_keyed_idx, by key): each is asked on its own.
+       ((COALESCE((SELECT true FROM jobs
+                   WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
+                   ORDER BY queue, priority, run_at, id LIMIT 1), false)
+         AND EXISTS (SELECT 1 FROM jobs
+                     WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
+                       AND queue = ANY($1::text[]) AND run_at <= coalesce($2::timestamptz, now())
+                       AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce($2::timestamptz, now()))))))
+        OR (COALESCE((SELECT true FROM jobs
+                      WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+                      ORDER BY concurrency_key, priority, run_at, id LIMIT 1), false)
+            AND EXISTS (SELECT 1 FROM jobs
+                        WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+                          AND queue = ANY($1::text[]) AND run_at <= coalesce($2::timestamptz, now())
+                          AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce($2::timestamptz, now())))))))::boolean AS rated
 `
 
 type JobClaimLimitedAnyParams struct {
@@ -738,8 +747,10 @@ type JobClaimLimitedAnyRow struct {
 }
 
 // Whether a limited claim could find anything for these queues: a capped
-// queue that is not paused, or a due keyed job (any); and whether a
-// rate-limited claim could (rated). Sent with every fast
+// queue that is not paused, or a due keyed job that names no rate-limit
+// key (any: keyed jobs that name some are the rate-limited claim's, which
+// takes their keys' locks too); and whether a rate-limited claim could
+// (rated). Sent with every fast
 // claim, in its round trip and transaction (JobClaimAndLimits).
 //
 // Whether any keyed job is pending at all is asked first, in the order of
@@ -759,11 +770,11 @@ func (q *Queries) JobClaimLimitedAny(ctx context.Context, arg JobClaimLimitedAny
 const jobClaimLimitedLock = `-- name: JobClaimLimitedLock :many
 WITH RECURSIVE keys(k) AS (
     (SELECT concurrency_key FROM jobs
-     WHERE state = 'pending' AND concurrency_key IS NOT NULL
+     WHERE state = 'pending' AND concurrency_key IS NOT NULL AND rate_limits IS NULL
      ORDER BY concurrency_key LIMIT 1)
     UNION ALL
     SELECT (SELECT j.concurrency_key FROM jobs j
-            WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
+            WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL AND j.rate_limits IS NULL AND j.concurrency_key > keys.k
             ORDER BY j.concurrency_key LIMIT 1)
     FROM keys WHERE keys.k IS NOT NULL
 ), win AS MATERIALIZED (
@@ -772,7 +783,7 @@ WITH RECURSIVE keys(k) AS (
     SELECT keys.k, f.priority, f.run_at, f.id
     FROM keys CROSS JOIN LATERAL (
         SELECT j.priority, j.run_at, j.id, j.concurrency_limit FROM jobs j
-        WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.run_at <= now()
+        WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.rate_limits IS NULL AND j.run_at <= now()
           AND j.queue = ANY($3::text[])
           AND (j.device IS NULL OR j.device = ANY($2::text[]))
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
@@ -803,14 +814,21 @@ WITH RECURSIVE keys(k) AS (
     -- Not a limit: whether a due job of these queues names rate-limit
     -- keys none of which is spent, as JobClaimLimitedAny's rated (the
     -- claimer then claims them, queue/ratelimit.go).
-    SELECT 'rated', '' WHERE COALESCE((SELECT true FROM jobs
-                                       WHERE state = 'pending' AND rate_limits IS NOT NULL
-                                       ORDER BY priority, run_at, id LIMIT 1), false)
-                         AND EXISTS (
-        SELECT 1 FROM jobs
-        WHERE state = 'pending' AND rate_limits IS NOT NULL
-          AND queue = ANY($3::text[]) AND run_at <= now()
-          AND NOT (rate_limits && (SELECT rate_limits_spent(now()))))
+    SELECT 'rated', ''
+    WHERE (COALESCE((SELECT true FROM jobs
+                     WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
+                     ORDER BY queue, priority, run_at, id LIMIT 1), false)
+           AND EXISTS (SELECT 1 FROM jobs
+                       WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
+                         AND queue = ANY($3::text[]) AND run_at <= now()
+                         AND NOT (rate_limits && (SELECT rate_limits_spent(now())))))
+       OR (COALESCE((SELECT true FROM jobs
+                     WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+                     ORDER BY concurrency_key, priority, run_at, id LIMIT 1), false)
+           AND EXISTS (SELECT 1 FROM jobs
+                       WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+                         AND queue = ANY($3::text[]) AND run_at <= now()
+                         AND NOT (rate_limits && (SELECT rate_limits_spent(now())))))
 )
 SELECT scope::text AS scope, name::text AS name,
        (CASE WHEN scope IN ('paused', 'full', 'rated') THEN true
@@ -858,7 +876,8 @@ type JobClaimLimitedLockRow struct {
 //
 // Distinct keys are found by skipping through jobs_claim_keyed_idx (one
 // probe per key), so a key with many waiting jobs costs no more than one
-// with a single job.
+// with a single job. Keyed jobs that name rate-limit keys are not in that
+// index: JobClaimRatedLock takes them, under the same key locks.
 func (q *Queries) JobClaimLimitedLock(ctx context.Context, arg JobClaimLimitedLockParams) ([]JobClaimLimitedLockRow, error) {
 	rows, err := q.db.Query(ctx, jobClaimLimitedLock,
 		arg.WorkerID,

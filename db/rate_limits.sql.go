@@ -16,32 +16,49 @@ WITH gate AS MATERIALIZED (
     SELECT id FROM api_tokens
     WHERE id = $1::bigint AND revoked_at IS NULL
     FOR SHARE
+), picked AS MATERIALIZED (
+    SELECT j.id, j.queue, j.concurrency_key, j.concurrency_limit,
+           row_number() OVER (PARTITION BY j.concurrency_key ORDER BY j.priority, j.run_at, j.id) AS kn,
+           row_number() OVER (PARTITION BY j.queue ORDER BY j.priority, j.run_at, j.id) AS qn
+    FROM jobs j
+    WHERE j.id = ANY ($2::bigint[]) AND j.state = 'pending'
+), chosen AS MATERIALIZED (
+    SELECT p.id FROM picked p
+    LEFT JOIN queue_settings s ON s.name = p.queue
+    WHERE NOT coalesce(s.paused, false)
+      AND (p.concurrency_key IS NULL
+           OR (p.concurrency_key = ANY ($3::text[])
+               AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = p.concurrency_key) + p.kn
+                   <= p.concurrency_limit))
+      AND (s.max_running IS NULL
+           OR (p.queue = ANY ($4::text[])
+               AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $2::text,
-        lease_ms = $3::integer,
+        lease_owner = $5::text,
+        lease_ms = $6::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce($4::timestamptz, now()),
-        attempt_started_at = coalesce($4::timestamptz, now()),
-        handover_pending = $5::integer IS NOT NULL,
-        lease_until = coalesce($4::timestamptz, now())
-                      + LEAST($3::integer, j.timeout_ms, $5::integer) * interval '1 millisecond'
-    WHERE j.id = ANY ($6::bigint[]) AND j.state = 'pending'
+        heartbeat_at = coalesce($7::timestamptz, now()),
+        attempt_started_at = coalesce($7::timestamptz, now()),
+        handover_pending = $8::integer IS NOT NULL,
+        lease_until = coalesce($7::timestamptz, now())
+                      + LEAST($6::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
+    WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), spend AS (
     SELECT k.key, count(*)::integer AS n FROM claimed, unnest(claimed.rate_limits) AS k(key) GROUP BY k.key
 ), spent AS (
     UPDATE rate_limit_budgets b
-    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($4::timestamptz, now()))
+    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($7::timestamptz, now()))
                      THEN b.used ELSE 0 END) + spend.n,
-        window_start = rate_window_start(b.window_s, coalesce($4::timestamptz, now()))
+        window_start = rate_window_start(b.window_s, coalesce($7::timestamptz, now()))
     FROM spend WHERE b.key = spend.key
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($3::integer, timeout_ms, $5::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($3::integer, timeout_ms, $5::integer)) < $7::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms, $8::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($6::integer, timeout_ms, $8::integer)) < $9::integer
 ), resumed AS (
     -- As in JobClaim: an attempt that receives a checkpoint says so on
     -- the timeline.
@@ -54,13 +71,15 @@ SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payloa
 `
 
 type JobClaimRatedParams struct {
-	TokenID     *int64
-	WorkerID    string
-	LeaseMs     int32
-	Now         *time.Time
-	HandoverMs  *int32
-	Ids         []int64
-	WakeBelowMs int32
+	TokenID      *int64
+	Ids          []int64
+	LockedKeys   []string
+	LockedQueues []string
+	WorkerID     string
+	LeaseMs      int32
+	Now          *time.Time
+	HandoverMs   *int32
+	WakeBelowMs  int32
 }
 
 type JobClaimRatedRow struct {
@@ -114,14 +133,26 @@ type JobClaimRatedRow struct {
 // for each job claimed: a budget counts claims (attempt starts), and is
 // not given back when an attempt ends early. The gate on a worker token
 // is JobClaim's.
+//
+// A job with a concurrency key is claimed only under its key's lock
+// (@locked_keys) and while fewer than its concurrency_limit jobs of the
+// key run with it and the chosen ones before it; a job of a capped queue
+// only under the queue's lock (@locked_queues) and within max_running;
+// none of a paused queue. The counts are read here, in a statement that
+// began after the locks were taken, so they include every claim the
+// previous holders committed (as JobClaimLimited counts). A job one
+// limit holds back still counts in the other's numbering: that errs
+// towards claiming less, never more.
 func (q *Queries) JobClaimRated(ctx context.Context, arg JobClaimRatedParams) ([]JobClaimRatedRow, error) {
 	rows, err := q.db.Query(ctx, jobClaimRated,
 		arg.TokenID,
+		arg.Ids,
+		arg.LockedKeys,
+		arg.LockedQueues,
 		arg.WorkerID,
 		arg.LeaseMs,
 		arg.Now,
 		arg.HandoverMs,
-		arg.Ids,
 		arg.WakeBelowMs,
 	)
 	if err != nil {
@@ -185,23 +216,111 @@ func (q *Queries) JobClaimRated(ctx context.Context, arg JobClaimRatedParams) ([
 }
 
 const jobClaimRatedLock = `-- name: JobClaimRatedLock :many
-WITH win AS MATERIALIZED (
+WITH RECURSIVE win AS MATERIALIZED (
     SELECT c.device, c.closes FROM availability_claimable($1::text, $2::text[], coalesce($3::timestamptz, now())) AS c(device, closes)
+), qroom AS MATERIALIZED (
+    SELECT s.name, s.max_running - (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) AS room
+    FROM queue_settings s
+    WHERE s.name = ANY($4::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+), free AS MATERIALIZED (
+    -- each of the claimer's queues that is neither paused nor capped, in
+    -- its claim order (jobs_claim_rated_idx is by queue)
+    SELECT c.id, c.queue, c.rate_limits, c.priority, c.run_at, c.concurrency_key, c.concurrency_limit FROM (SELECT DISTINCT unnest($4::text[]) AS name) q CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.queue = q.name
+          AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
+          AND j.run_at <= coalesce($3::timestamptz, now())
+          AND (j.device IS NULL OR j.device = ANY($2::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce($3::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce($3::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+          -- tested again per job, as JobClaim does: a queue paused or
+          -- capped meanwhile. A scalar subquery, not NOT EXISTS: as an
+          -- anti-join it made the plan read and sort every job of the
+          -- queue before its LIMIT.
+          AND NOT coalesce((SELECT s.paused OR s.max_running IS NOT NULL FROM queue_settings s WHERE s.name = j.queue), false)
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT $5
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    WHERE NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = q.name AND (s.paused OR s.max_running IS NOT NULL))
+), capped AS MATERIALIZED (
+    -- each capped queue with room read only as far as its room
+    SELECT c.id, c.queue, c.rate_limits, c.priority, c.run_at, c.concurrency_key, c.concurrency_limit FROM qroom CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.queue = qroom.name
+          AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
+          AND j.run_at <= coalesce($3::timestamptz, now())
+          AND (j.device IS NULL OR j.device = ANY($2::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce($3::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce($3::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT LEAST($5::integer, qroom.room)
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    WHERE qroom.room > 0
+), keys(k) AS (
+    (SELECT concurrency_key FROM jobs
+     WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+     ORDER BY concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.concurrency_key FROM jobs j
+            WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
+            ORDER BY j.concurrency_key LIMIT 1)
+    FROM keys WHERE keys.k IS NOT NULL
+), kroom AS MATERIALIZED (
+    SELECT keys.k, f.running, f.concurrency_limit
+    FROM keys CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at, j.id, j.concurrency_limit,
+               (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) AS running
+        FROM jobs j
+        WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key = keys.k
+          AND j.run_at <= coalesce($3::timestamptz, now())
+          AND j.queue = ANY($4::text[])
+        ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+        LIMIT 1
+    ) f
+    WHERE f.running < f.concurrency_limit
+    ORDER BY f.priority, f.run_at, f.id
+    LIMIT $5
+), keyed AS MATERIALIZED (
+    SELECT c.id, c.queue, c.rate_limits, c.priority, c.run_at, c.concurrency_key, c.concurrency_limit FROM kroom CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key = kroom.k
+          AND j.run_at <= coalesce($3::timestamptz, now())
+          AND j.queue = ANY($4::text[])
+          AND (j.device IS NULL OR j.device = ANY($2::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce($3::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce($3::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+          -- per job, as in free (read in the key's order, stopping at
+          -- its room)
+          AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
+                            FROM queue_settings s WHERE s.name = j.queue), false)
+        ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+        LIMIT LEAST($5::integer, kroom.concurrency_limit - kroom.running)
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
 ), cands AS MATERIALIZED (
-    SELECT id, rate_limits, priority, run_at FROM jobs
-    WHERE state = 'pending'
-      AND rate_limits IS NOT NULL
-      AND run_at <= coalesce($3::timestamptz, now())
-      AND queue = ANY($4::text[])
-      AND (device IS NULL OR device = ANY($2::text[]))
-      AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce($3::timestamptz, now()))))
-      AND EXISTS (SELECT 1 FROM win)
-      AND coalesce((SELECT availability_fits(win.closes, jobs.timeout_ms, coalesce($3::timestamptz, now()))
-                    FROM win WHERE win.device IS NOT DISTINCT FROM jobs.device LIMIT 1), false)
-      AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
+    SELECT id, queue, rate_limits, priority, run_at, concurrency_key, concurrency_limit FROM free
+    UNION ALL
+    SELECT id, queue, rate_limits, priority, run_at, concurrency_key, concurrency_limit FROM capped
+    UNION ALL
+    SELECT id, queue, rate_limits, priority, run_at, concurrency_key, concurrency_limit FROM keyed
     ORDER BY priority, run_at, id
     LIMIT $5
-    FOR UPDATE OF jobs SKIP LOCKED
+), klock AS MATERIALIZED (
+    SELECT kroom.k, kroom.running,
+           pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:key:' || kroom.k, 0)) AS locked
+    FROM kroom WHERE kroom.k IN (SELECT concurrency_key FROM cands)
+), qlock AS MATERIALIZED (
+    SELECT qroom.name, qroom.room,
+           pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:queue:' || qroom.name, 0)) AS locked
+    FROM qroom WHERE qroom.room > 0 AND qroom.name IN (SELECT queue FROM cands)
 ), locked AS MATERIALIZED (
     SELECT b.key, b.budget - (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($3::timestamptz, now()))
                                    THEN b.used ELSE 0 END) AS room
@@ -212,8 +331,14 @@ WITH win AS MATERIALIZED (
 )
 SELECT c.id, c.rate_limits::text[] AS rate_limits,
        ARRAY(SELECT key FROM locked)::text[] AS budget_keys,
-       ARRAY(SELECT room FROM locked)::integer[] AS budget_rooms
+       ARRAY(SELECT room FROM locked)::integer[] AS budget_rooms,
+       c.queue::text AS queue, coalesce(c.concurrency_key, '')::text AS concurrency_key, c.concurrency_limit::integer AS concurrency_limit,
+       coalesce(klock.locked, false)::boolean AS key_locked, coalesce(klock.running, 0)::bigint AS key_running,
+       (qlock.name IS NOT NULL OR c.queue IN (SELECT name FROM qroom))::boolean AS queue_capped,
+       coalesce(qlock.locked, false)::boolean AS queue_locked, coalesce(qlock.room, 0)::bigint AS queue_room
 FROM cands c
+LEFT JOIN klock ON klock.k = c.concurrency_key
+LEFT JOIN qlock ON qlock.name = c.queue
 ORDER BY c.priority, c.run_at, c.id
 `
 
@@ -226,10 +351,18 @@ type JobClaimRatedLockParams struct {
 }
 
 type JobClaimRatedLockRow struct {
-	ID          int64
-	RateLimits  []string
-	BudgetKeys  []string
-	BudgetRooms []int32
+	ID               int64
+	RateLimits       []string
+	BudgetKeys       []string
+	BudgetRooms      []int32
+	Queue            string
+	ConcurrencyKey   string
+	ConcurrencyLimit int32
+	KeyLocked        bool
+	KeyRunning       int64
+	QueueCapped      bool
+	QueueLocked      bool
+	QueueRoom        int64
 }
 
 // The first statement of a rate-limited claim (queue/ratelimit.go), in
@@ -238,13 +371,30 @@ type JobClaimRatedLockRow struct {
 // leaving out those that name a key spent in its current window, so that
 // a job held back by a spent key does not hold back the jobs behind it.
 // The spent keys are computed once (an InitPlan); each job's own test is
-// a column test, so jobs_claim_rated_idx is read in order and stops at
-// @max (past the jobs of spent keys, which it reads and skips). Jobs of
-// paused and capped queues are left out (rate limits and queue caps do
-// not combine yet). Availability windows as in JobClaim.
+// a column test, so jobs_claim_rated_idx is read in order, one queue at a
+// time, and stops at @max (past the jobs of spent keys, which it reads
+// and skips). Jobs of
+// paused queues are left out; those of a capped queue are read only as
+// far as the room the queue seems to have (none when it looks full), in
+// the queue's claim order. Availability windows as in JobClaim.
+//
+// Jobs that also have a concurrency key come from their own index, by
+// key, as the limited claims read theirs (JobClaimLimitedLock): the keys
+// in the claim order of each key's first due job, at most @max of them,
+// each read only as far as its room (its first job's limit less what it
+// runs, as this statement's snapshot shows it), so that the jobs waiting
+// behind a full key neither fill the candidates nor are read.
+//
+// The candidates' keys and capped queues that look like they have room
+// are each tried with the advisory lock the limited claims take for them
+// (which does not wait): key_locked and queue_locked say which this
+// claim holds. The room seen here is a hint (key_running, queue_room):
+// this statement's snapshot is older than the locks, so JobClaimRated
+// counts again under them.
 //
 // locked: the budgets of the keys those jobs name, locked FOR UPDATE in
-// key order (so claimers never deadlock) until the claim commits,
+// key order (so claimers never deadlock: the advisory locks never wait)
+// until the claim commits,
 // waiting for a claimer that holds them. Under READ COMMITTED a row
 // locked after waiting is read in its newest version, whatever the
 // statement's snapshot, so the room it shows (budget less what the
@@ -272,52 +422,18 @@ func (q *Queries) JobClaimRatedLock(ctx context.Context, arg JobClaimRatedLockPa
 			&i.RateLimits,
 			&i.BudgetKeys,
 			&i.BudgetRooms,
+			&i.Queue,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.KeyLocked,
+			&i.KeyRunning,
+			&i.QueueCapped,
+			&i.QueueLocked,
+			&i.QueueRoom,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const queueHasPendingRated = `-- name: QueueHasPendingRated :one
-SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND queue = $1::text AND rate_limits IS NOT NULL)
-`
-
-// Whether queue @name has pending jobs that name rate-limit keys: such a
-// queue is not capped (see QueuesCapped).
-func (q *Queries) QueueHasPendingRated(ctx context.Context, name string) (bool, error) {
-	row := q.db.QueryRow(ctx, queueHasPendingRated, name)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
-}
-
-const queuesCapped = `-- name: QueuesCapped :many
-SELECT name FROM queue_settings
-WHERE name = ANY($1::text[]) AND max_running IS NOT NULL
-ORDER BY name
-`
-
-// Which of @names have a cap (max_running): rate-limited jobs are not
-// submitted to them, since caps and rate limits do not combine yet and
-// such a job would never be claimed.
-func (q *Queries) QueuesCapped(ctx context.Context, names []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, queuesCapped, names)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		items = append(items, name)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

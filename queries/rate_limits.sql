@@ -40,13 +40,30 @@ DELETE FROM rate_limit_budgets WHERE key = @key;
 -- leaving out those that name a key spent in its current window, so that
 -- a job held back by a spent key does not hold back the jobs behind it.
 -- The spent keys are computed once (an InitPlan); each job's own test is
--- a column test, so jobs_claim_rated_idx is read in order and stops at
--- @max (past the jobs of spent keys, which it reads and skips). Jobs of
--- paused and capped queues are left out (rate limits and queue caps do
--- not combine yet). Availability windows as in JobClaim.
+-- a column test, so jobs_claim_rated_idx is read in order, one queue at a
+-- time, and stops at @max (past the jobs of spent keys, which it reads
+-- and skips). Jobs of
+-- paused queues are left out; those of a capped queue are read only as
+-- far as the room the queue seems to have (none when it looks full), in
+-- the queue's claim order. Availability windows as in JobClaim.
+--
+-- Jobs that also have a concurrency key come from their own index, by
+-- key, as the limited claims read theirs (JobClaimLimitedLock): the keys
+-- in the claim order of each key's first due job, at most @max of them,
+-- each read only as far as its room (its first job's limit less what it
+-- runs, as this statement's snapshot shows it), so that the jobs waiting
+-- behind a full key neither fill the candidates nor are read.
+--
+-- The candidates' keys and capped queues that look like they have room
+-- are each tried with the advisory lock the limited claims take for them
+-- (which does not wait): key_locked and queue_locked say which this
+-- claim holds. The room seen here is a hint (key_running, queue_room):
+-- this statement's snapshot is older than the locks, so JobClaimRated
+-- counts again under them.
 --
 -- locked: the budgets of the keys those jobs name, locked FOR UPDATE in
--- key order (so claimers never deadlock) until the claim commits,
+-- key order (so claimers never deadlock: the advisory locks never wait)
+-- until the claim commits,
 -- waiting for a claimer that holds them. Under READ COMMITTED a row
 -- locked after waiting is read in its newest version, whatever the
 -- statement's snapshot, so the room it shows (budget less what the
@@ -54,23 +71,111 @@ DELETE FROM rate_limit_budgets WHERE key = @key;
 -- includes every claim committed before: claims of one key take turns
 -- and never spend more than its budget. Every row carries the same
 -- budget_keys and budget_rooms (one entry per budget).
-WITH win AS MATERIALIZED (
+WITH RECURSIVE win AS MATERIALIZED (
     SELECT c.device, c.closes FROM availability_claimable(@worker_id::text, @devices::text[], coalesce(sqlc.narg('now')::timestamptz, now())) AS c(device, closes)
+), qroom AS MATERIALIZED (
+    SELECT s.name, s.max_running - (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) AS room
+    FROM queue_settings s
+    WHERE s.name = ANY(@queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
+), free AS MATERIALIZED (
+    -- each of the claimer's queues that is neither paused nor capped, in
+    -- its claim order (jobs_claim_rated_idx is by queue)
+    SELECT c.* FROM (SELECT DISTINCT unnest(@queues::text[]) AS name) q CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.queue = q.name
+          AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
+          AND j.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+          -- tested again per job, as JobClaim does: a queue paused or
+          -- capped meanwhile. A scalar subquery, not NOT EXISTS: as an
+          -- anti-join it made the plan read and sort every job of the
+          -- queue before its LIMIT.
+          AND NOT coalesce((SELECT s.paused OR s.max_running IS NOT NULL FROM queue_settings s WHERE s.name = j.queue), false)
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT @max
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    WHERE NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = q.name AND (s.paused OR s.max_running IS NOT NULL))
+), capped AS MATERIALIZED (
+    -- each capped queue with room read only as far as its room
+    SELECT c.* FROM qroom CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.queue = qroom.name
+          AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
+          AND j.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT LEAST(@max::integer, qroom.room)
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    WHERE qroom.room > 0
+), keys(k) AS (
+    (SELECT concurrency_key FROM jobs
+     WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
+     ORDER BY concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.concurrency_key FROM jobs j
+            WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
+            ORDER BY j.concurrency_key LIMIT 1)
+    FROM keys WHERE keys.k IS NOT NULL
+), kroom AS MATERIALIZED (
+    SELECT keys.k, f.running, f.concurrency_limit
+    FROM keys CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at, j.id, j.concurrency_limit,
+               (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) AS running
+        FROM jobs j
+        WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key = keys.k
+          AND j.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND j.queue = ANY(@queues::text[])
+        ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+        LIMIT 1
+    ) f
+    WHERE f.running < f.concurrency_limit
+    ORDER BY f.priority, f.run_at, f.id
+    LIMIT @max
+), keyed AS MATERIALIZED (
+    SELECT c.* FROM kroom CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit FROM jobs j
+        WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key = kroom.k
+          AND j.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND j.queue = ANY(@queues::text[])
+          AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
+          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))
+          AND EXISTS (SELECT 1 FROM win)
+          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
+                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
+          -- per job, as in free (read in the key's order, stopping at
+          -- its room)
+          AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
+                            FROM queue_settings s WHERE s.name = j.queue), false)
+        ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
+        LIMIT LEAST(@max::integer, kroom.concurrency_limit - kroom.running)
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
 ), cands AS MATERIALIZED (
-    SELECT id, rate_limits, priority, run_at FROM jobs
-    WHERE state = 'pending'
-      AND rate_limits IS NOT NULL
-      AND run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-      AND queue = ANY(@queues::text[])
-      AND (device IS NULL OR device = ANY(@devices::text[]))
-      AND NOT (rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))
-      AND EXISTS (SELECT 1 FROM win)
-      AND coalesce((SELECT availability_fits(win.closes, jobs.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
-                    FROM win WHERE win.device IS NOT DISTINCT FROM jobs.device LIMIT 1), false)
-      AND NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = jobs.queue AND (s.paused OR s.max_running IS NOT NULL))
+    SELECT * FROM free
+    UNION ALL
+    SELECT * FROM capped
+    UNION ALL
+    SELECT * FROM keyed
     ORDER BY priority, run_at, id
     LIMIT @max
-    FOR UPDATE OF jobs SKIP LOCKED
+), klock AS MATERIALIZED (
+    SELECT kroom.k, kroom.running,
+           pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:key:' || kroom.k, 0)) AS locked
+    FROM kroom WHERE kroom.k IN (SELECT concurrency_key FROM cands)
+), qlock AS MATERIALIZED (
+    SELECT qroom.name, qroom.room,
+           pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:queue:' || qroom.name, 0)) AS locked
+    FROM qroom WHERE qroom.room > 0 AND qroom.name IN (SELECT queue FROM cands)
 ), locked AS MATERIALIZED (
     SELECT b.key, b.budget - (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce(sqlc.narg('now')::timestamptz, now()))
                                    THEN b.used ELSE 0 END) AS room
@@ -81,8 +186,14 @@ WITH win AS MATERIALIZED (
 )
 SELECT c.id, c.rate_limits::text[] AS rate_limits,
        ARRAY(SELECT key FROM locked)::text[] AS budget_keys,
-       ARRAY(SELECT room FROM locked)::integer[] AS budget_rooms
+       ARRAY(SELECT room FROM locked)::integer[] AS budget_rooms,
+       c.queue::text AS queue, coalesce(c.concurrency_key, '')::text AS concurrency_key, c.concurrency_limit::integer AS concurrency_limit,
+       coalesce(klock.locked, false)::boolean AS key_locked, coalesce(klock.running, 0)::bigint AS key_running,
+       (qlock.name IS NOT NULL OR c.queue IN (SELECT name FROM qroom))::boolean AS queue_capped,
+       coalesce(qlock.locked, false)::boolean AS queue_locked, coalesce(qlock.room, 0)::bigint AS queue_room
 FROM cands c
+LEFT JOIN klock ON klock.k = c.concurrency_key
+LEFT JOIN qlock ON qlock.name = c.queue
 ORDER BY c.priority, c.run_at, c.id;
 
 -- name: JobClaimRated :many
@@ -93,10 +204,37 @@ ORDER BY c.priority, c.run_at, c.id;
 -- for each job claimed: a budget counts claims (attempt starts), and is
 -- not given back when an attempt ends early. The gate on a worker token
 -- is JobClaim's.
+--
+-- A job with a concurrency key is claimed only under its key's lock
+-- (@locked_keys) and while fewer than its concurrency_limit jobs of the
+-- key run with it and the chosen ones before it; a job of a capped queue
+-- only under the queue's lock (@locked_queues) and within max_running;
+-- none of a paused queue. The counts are read here, in a statement that
+-- began after the locks were taken, so they include every claim the
+-- previous holders committed (as JobClaimLimited counts). A job one
+-- limit holds back still counts in the other's numbering: that errs
+-- towards claiming less, never more.
 WITH gate AS MATERIALIZED (
     SELECT id FROM api_tokens
     WHERE id = sqlc.narg('token_id')::bigint AND revoked_at IS NULL
     FOR SHARE
+), picked AS MATERIALIZED (
+    SELECT j.id, j.queue, j.concurrency_key, j.concurrency_limit,
+           row_number() OVER (PARTITION BY j.concurrency_key ORDER BY j.priority, j.run_at, j.id) AS kn,
+           row_number() OVER (PARTITION BY j.queue ORDER BY j.priority, j.run_at, j.id) AS qn
+    FROM jobs j
+    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'pending'
+), chosen AS MATERIALIZED (
+    SELECT p.id FROM picked p
+    LEFT JOIN queue_settings s ON s.name = p.queue
+    WHERE NOT coalesce(s.paused, false)
+      AND (p.concurrency_key IS NULL
+           OR (p.concurrency_key = ANY (@locked_keys::text[])
+               AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = p.concurrency_key) + p.kn
+                   <= p.concurrency_limit))
+      AND (s.max_running IS NULL
+           OR (p.queue = ANY (@locked_queues::text[])
+               AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
@@ -109,7 +247,7 @@ WITH gate AS MATERIALIZED (
         handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
         lease_until = coalesce(sqlc.narg('now')::timestamptz, now())
                       + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
-    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'pending'
+    WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.*
 ), spend AS (
@@ -132,16 +270,3 @@ WITH gate AS MATERIALIZED (
     FROM claimed WHERE checkpoint IS NOT NULL
 )
 SELECT claimed.* FROM claimed LEFT JOIN wake ON true ORDER BY priority, run_at, id;
-
--- name: QueuesCapped :many
--- Which of @names have a cap (max_running): rate-limited jobs are not
--- submitted to them, since caps and rate limits do not combine yet and
--- such a job would never be claimed.
-SELECT name FROM queue_settings
-WHERE name = ANY(@names::text[]) AND max_running IS NOT NULL
-ORDER BY name;
-
--- name: QueueHasPendingRated :one
--- Whether queue @name has pending jobs that name rate-limit keys: such a
--- queue is not capped (see QueuesCapped).
-SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'pending' AND queue = @name::text AND rate_limits IS NOT NULL);

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -31,11 +29,6 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 	}
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
-		if len(nj.RateLimits) > 0 {
-			if err := refuseRatedInCapped(ctx, q, []string{nj.Queue}, func(string) string { return "rate_limits" }); err != nil {
-				return err
-			}
-		}
 		job, existed, err = c.insert(ctx, q, nj)
 		if err != nil || existed {
 			return err
@@ -113,7 +106,6 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	batch := make([]batchJob, len(njs))
 	var keys []string
 	queues := map[string]bool{}
-	ratedQueues := map[string]int{} // the first job naming rate limits, per queue
 	for i := range njs {
 		nj := &njs[i]
 		if err := nj.Normalize(); err != nil {
@@ -134,9 +126,6 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 			keys = append(keys, *nj.IdempotencyKey)
 		}
 		queues[nj.Queue] = true
-		if _, seen := ratedQueues[nj.Queue]; len(nj.RateLimits) > 0 && !seen {
-			ratedQueues[nj.Queue] = i
-		}
 	}
 	encoded, err := json.Marshal(batch)
 	if err != nil {
@@ -146,7 +135,7 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		q := c.q.WithTx(tx)
 		var made []Job
-		if err := c.insertBatch(ctx, q, njs, encoded, keys, ratedQueues, &jobs, &made); err != nil {
+		if err := c.insertBatch(ctx, q, njs, encoded, keys, &jobs, &made); err != nil {
 			return err
 		}
 		if len(made) == 0 {
@@ -174,14 +163,7 @@ const auditedIDs = 100
 // the batch in input order (those an idempotency key already named
 // included), made the jobs it inserted.
 func (c *Client) insertBatch(ctx context.Context, q *db.Queries, njs []NewJob, encoded []byte, keys []string,
-	ratedQueues map[string]int, jobs, made *[]Job) error {
-	if len(ratedQueues) > 0 {
-		if err := refuseRatedInCapped(ctx, q, slices.Collect(maps.Keys(ratedQueues)), func(queue string) string {
-			return fmt.Sprintf("jobs[%d].rate_limits", ratedQueues[queue])
-		}); err != nil {
-			return err
-		}
-	}
+	jobs, made *[]Job) error {
 	rows, err := q.JobInsertMany(ctx, encoded)
 	if err != nil {
 		return fmt.Errorf("inserting batch: %w", inputRefused(err, "jobs"))
@@ -215,24 +197,6 @@ func (c *Client) insertBatch(ctx context.Context, q *db.Queries, njs []NewJob, e
 			return fmt.Errorf("jobs[%d]: %w", i, ErrIdempotencyConflict)
 		}
 		*jobs = append(*jobs, j)
-	}
-	return nil
-}
-
-// refuseRatedInCapped refuses jobs naming rate-limit keys in a capped
-// queue (max_running): caps and rate limits do not combine yet, and the
-// claims would never take such a job. field names the refused job's
-// rate_limits for a queue. The same holds the other way round: a queue
-// with pending rate-limited jobs is not capped (PatchQueue). A cap set
-// by a PATCH racing the submit can still slip between the two checks
-// (docs/rate-limits.md, known limits).
-func refuseRatedInCapped(ctx context.Context, q *db.Queries, queues []string, field func(queue string) string) error {
-	capped, err := q.QueuesCapped(ctx, queues)
-	if err != nil {
-		return fmt.Errorf("reading queue caps: %w", err)
-	}
-	if len(capped) > 0 {
-		return invalid(field(capped[0]), "cannot be named in queue %q, which has max_running: queue caps and rate limits do not combine yet (remove the cap, or submit to another queue)", capped[0])
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,30 +21,44 @@ import (
 // paused one together, completed in batches. A batch claim takes its
 // limited jobs and its free ones in one transaction; half the workers
 // complete each batch with CompleteManyThenClaim, which claims their
-// next jobs in the completions' transaction. None of it may let a limit
+// next jobs in the completions' transaction. Jobs that name rate-limit
+// keys are among them, under the same cap and keys (claimed by the
+// rate-limited claim, which takes the same locks), and 40 of them spend
+// a tight budget of 25 a day. None of it may let a limit or the budget
 // run over, or a paused queue's job be claimed.
 func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 72)
 	f.patchQueue(t, "capped", queue.QueuePatch{MaxRunning: new(int32(8))})
 	f.patchQueue(t, "held", queue.QueuePatch{Paused: new(true)})
-	f.insertLimited(t, 300, limited{queue: "capped"})
+	f.setBudgets(t, "llm:tight", "25/day")
+	day := f.dbDay(t)
+	llm := []string{"llm:any"}
+	f.insertLimited(t, 200, limited{queue: "capped"})
+	f.insertLimited(t, 100, limited{queue: "capped", rates: llm})
 	limits := map[string]int{"queue:capped": 8}
 	for i := range 30 {
 		key := fmt.Sprintf("phone-%d", i)
-		f.insertLimited(t, 20, limited{queue: "keyed", key: key, limit: 1})
+		f.insertLimited(t, 15, limited{queue: "keyed", key: key, limit: 1})
+		f.insertLimited(t, 5, limited{queue: "keyed", key: key, limit: 1, rates: llm})
+		limits["key:"+key] = 1
+	}
+	for i := range 4 {
+		key := fmt.Sprintf("tight-%d", i)
+		f.insertLimited(t, 10, limited{queue: "keyed", key: key, limit: 1, rates: []string{"llm:tight", "llm:any"}})
 		limits["key:"+key] = 1
 	}
 	f.insertLimited(t, 300, limited{queue: "free"})
 	f.insertLimited(t, 100, limited{queue: "held"})
 	f.insertLimited(t, 10, limited{queue: "held", key: "held-phone", limit: 1})
-	const total = 300 + 30*20 + 300
+	f.insertLimited(t, 10, limited{queue: "held", key: "held-phone", limit: 1, rates: llm})
+	const total = 300 + 30*20 + 25 + 300
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	var mu sync.Mutex
 	var intervals []interval
-	var finished, paused, freeInBatch, thenClaimed atomic.Int64
+	var finished, paused, freeInBatch, thenClaimed, tight atomic.Int64
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(4 * time.Minute)
 	for w := range 64 {
@@ -93,6 +108,9 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 					if j.ConcurrencyKey != nil {
 						intervals = append(intervals, interval{group: "key:" + *j.ConcurrencyKey, start: start, end: end})
 					}
+					if slices.Contains(j.RateLimits, "llm:tight") {
+						tight.Add(1)
+					}
 				}
 				mu.Unlock()
 				var errs []error
@@ -114,6 +132,12 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 	wg.Wait()
 	if paused.Load() > 0 {
 		t.Fatalf("%d jobs of a paused queue were claimed", paused.Load())
+	}
+	if f.dbDay(t) != day {
+		t.Skip("the budget's day window ended during the test")
+	}
+	if tight.Load() != 25 {
+		t.Errorf("%d jobs of the 25/day key were claimed, want exactly 25", tight.Load())
 	}
 	if finished.Load() != total {
 		t.Fatalf("%d of %d jobs finished", finished.Load(), total)
@@ -139,7 +163,7 @@ func TestLimitsHoldUnderBatchClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Pending != 110 || q.Running != 0 {
+	if q.Pending != 120 || q.Running != 0 {
 		t.Fatalf("paused queue reads %+v", q)
 	}
 }

@@ -23,6 +23,7 @@ type limited struct {
 	key      string
 	limit    int32
 	priority int32
+	rates    []string // rate-limit keys
 }
 
 func (f *fixture) insertLimited(t *testing.T, n int, l limited) []queue.Job {
@@ -37,6 +38,7 @@ func (f *fixture) insertLimited(t *testing.T, n int, l limited) []queue.Job {
 		if l.limit > 0 {
 			nj.ConcurrencyLimit = &l.limit
 		}
+		nj.RateLimits = l.rates
 		batch[i] = nj
 	}
 	jobs, err := f.client.InsertMany(f.ctx, batch)

@@ -94,15 +94,6 @@ func (c *Client) PatchQueue(ctx context.Context, name string, p QueuePatch, acto
 	if p.MaxRunning != nil && (*p.MaxRunning < 0 || *p.MaxRunning > MaxQueueCap) {
 		return QueueInfo{}, invalid("max_running", "must be null or between 0 and %d", MaxQueueCap)
 	}
-	if p.MaxRunning != nil {
-		rated, err := c.q.QueueHasPendingRated(ctx, name)
-		if err != nil {
-			return QueueInfo{}, fmt.Errorf("reading queue %s: %w", name, err)
-		}
-		if rated {
-			return QueueInfo{}, invalid("max_running", "cannot be set on queue %q while jobs naming rate limits wait in it: queue caps and rate limits do not combine yet", name)
-		}
-	}
 	var s db.QueueSetting
 	err := audit.Change(ctx, c.pool, c.q, func(q *db.Queries) (audit.Entry, error) {
 		var err error

@@ -39,8 +39,15 @@ import (
 // (SKIP LOCKED, so claimers share them out), and the budgets of the keys
 // they name, in key order, reading what is spent (FOR UPDATE returns the
 // newest row: claims of one key take turns); JobClaimRated claims those
-// of the candidates the budgets leave room for and spends them. Jobs that name no key never meet any of it: JobClaim
-// leaves them out by its index's own predicate.
+// of the candidates the budgets leave room for and spends them. Jobs that
+// name no key never meet any of it: JobClaim leaves them out by its
+// index's own predicate.
+//
+// Rate limits combine with concurrency keys and queue caps: this claim
+// alone takes a rate-limited job, whatever else limits it, and for a
+// keyed job or one of a capped queue it takes the advisory lock a limited
+// claim of that key or queue takes (without waiting), and counts what
+// runs under it in its second statement (chooseRated, JobClaimRated).
 
 // Bounds of the keys a job names.
 const (
@@ -121,9 +128,6 @@ func (j *NewJob) normalizeRateLimits() error {
 		if slices.Contains(j.RateLimits[:i], k) {
 			return invalid(fmt.Sprintf("rate_limits[%d]", i), "names %q twice", truncate(k, 40))
 		}
-	}
-	if j.ConcurrencyKey != nil {
-		return invalid("rate_limits", "cannot be combined with concurrency_key (not supported yet)")
 	}
 	return nil
 }
@@ -256,13 +260,38 @@ func (c *Client) notifyAllQueues(ctx context.Context) {
 }
 
 // claimRated claims up to limit due jobs that name rate-limit keys, within
-// their budgets (see the comment at the top of this file), in one
-// transaction of two round trips. found reports that there were due jobs
-// whose keys were not spent, claimed or not.
+// their budgets and, for those that also have a concurrency key or a
+// capped queue, within those limits (see the comment at the top of this
+// file). found reports that there were due jobs whose keys were not
+// spent, claimed or not. A claim that came back short because another
+// claimer held a key or a queue it needed tries again, as a limited
+// claim does (limitedRetries): the holder does not claim rate-limited
+// jobs for it.
 func (c *Client) claimRated(ctx context.Context, p ClaimParams, limit int, lease time.Duration) (jobs []Job, found bool, err error) {
+	delay := limitedRetryDelay
+	for try := 0; ; try++ {
+		once, contended, foundOnce, err := c.claimRatedOnce(ctx, p, limit-len(jobs), lease)
+		jobs = append(jobs, once...)
+		found = found || foundOnce
+		if err != nil || !contended || len(jobs) >= limit || try >= limitedRetries {
+			return jobs, found, err
+		}
+		select {
+		case <-ctx.Done():
+			return jobs, found, nil
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+// claimRatedOnce is one rate-limited claim, one transaction of two round
+// trips. contended reports a candidate left out because another claimer
+// held its key's or its queue's lock.
+func (c *Client) claimRatedOnce(ctx context.Context, p ClaimParams, limit int, lease time.Duration) (jobs []Job, contended, found bool, err error) {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("claiming rate-limited jobs: %w", err)
+		return nil, false, false, fmt.Errorf("claiming rate-limited jobs: %w", err)
 	}
 	// A connection left in the transaction by an error is closed, not
 	// reused (pgxpool closes one released in a transaction).
@@ -271,30 +300,44 @@ func (c *Client) claimRated(ctx context.Context, p ClaimParams, limit int, lease
 		WorkerID: p.WorkerID, Devices: append([]string{}, p.Devices...), Now: c.now, Queues: p.Queues, Max: int32(limit),
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("claiming rate-limited jobs: %w", err)
+		return nil, false, false, fmt.Errorf("claiming rate-limited jobs: %w", err)
 	}
 	var claim *db.JobClaimRatedParams
-	if ids := withinBudgets(cands); len(ids) > 0 {
+	chosen := chooseRated(cands)
+	if len(chosen.ids) > 0 {
 		claim = &db.JobClaimRatedParams{
 			TokenID: tokenID(p), WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), Now: c.now,
-			HandoverMs: handoverMs(p.Handover, lease), Ids: ids, WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
+			HandoverMs: handoverMs(p.Handover, lease), Ids: chosen.ids, WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
+			LockedKeys: chosen.keys, LockedQueues: chosen.queues,
 		}
 	}
 	rows, err := db.JobClaimRatedCommit(ctx, conn, claim)
 	if err != nil {
-		return nil, len(cands) > 0, fmt.Errorf("claiming rate-limited jobs: %w", err)
+		return nil, false, len(cands) > 0, fmt.Errorf("claiming rate-limited jobs: %w", err)
 	}
-	return toJobs(rows), len(cands) > 0, nil
+	return toJobs(rows), chosen.contended, len(cands) > 0, nil
 }
 
-// withinBudgets is the candidates a claim may take, in claim order: each
-// only while every key it names has room left (the least room of the
-// key's budgets, less what the candidates before it took); a key without
-// budgets is unlimited. A job that does not fit takes nothing, and the
-// ones after it are still looked at.
-func withinBudgets(cands []db.JobClaimRatedLockRow) []int64 {
+// ratedChoice is what a rate-limited claim takes of its candidates: ids in
+// claim order, and the keys and queues whose locks it holds for them.
+type ratedChoice struct {
+	ids          []int64
+	keys, queues []string
+	contended    bool
+}
+
+// chooseRated is the candidates a claim may take, in claim order: each
+// only while every rate-limit key it names has room left (the least room
+// of the key's budgets, less what the candidates before it took; a key
+// without budgets is unlimited), and, for a job with a concurrency key or
+// in a capped queue, while the claim holds that limit's lock and the room
+// it saw is not taken (JobClaimRated counts again under the lock). A job
+// that does not fit takes nothing, and the ones after it are still looked
+// at.
+func chooseRated(cands []db.JobClaimRatedLockRow) ratedChoice {
+	var out ratedChoice
 	if len(cands) == 0 {
-		return nil
+		return out
 	}
 	// Every row carries the same locked budgets.
 	left := make(map[string]int32, len(cands[0].BudgetKeys))
@@ -304,8 +347,17 @@ func withinBudgets(cands []db.JobClaimRatedLockRow) []int64 {
 			left[k] = room
 		}
 	}
-	var ids []int64
+	keyTaken := map[string]int64{}
+	queueTaken := map[string]int64{}
 	for _, cand := range cands {
+		if cand.ConcurrencyKey != "" && !cand.KeyLocked || cand.QueueCapped && !cand.QueueLocked {
+			out.contended = true
+			continue
+		}
+		if cand.ConcurrencyKey != "" && cand.KeyRunning+keyTaken[cand.ConcurrencyKey] >= int64(cand.ConcurrencyLimit) ||
+			cand.QueueCapped && queueTaken[cand.Queue] >= cand.QueueRoom {
+			continue
+		}
 		fits := true
 		for _, k := range cand.RateLimits {
 			if l, limited := left[k]; limited && l < 1 {
@@ -320,7 +372,19 @@ func withinBudgets(cands []db.JobClaimRatedLockRow) []int64 {
 				left[k]--
 			}
 		}
-		ids = append(ids, cand.ID)
+		if cand.ConcurrencyKey != "" {
+			if keyTaken[cand.ConcurrencyKey] == 0 {
+				out.keys = append(out.keys, cand.ConcurrencyKey)
+			}
+			keyTaken[cand.ConcurrencyKey]++
+		}
+		if cand.QueueCapped {
+			if queueTaken[cand.Queue] == 0 {
+				out.queues = append(out.queues, cand.Queue)
+			}
+			queueTaken[cand.Queue]++
+		}
+		out.ids = append(out.ids, cand.ID)
 	}
-	return ids
+	return out
 }

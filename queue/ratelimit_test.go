@@ -3,12 +3,14 @@ package queue_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -33,6 +35,16 @@ func (f *fixture) setBudgets(t *testing.T, key string, budgets ...string) queue.
 		t.Fatalf("setting budgets of %s: %v", key, err)
 	}
 	return rl
+}
+
+// dbDay is the database clock's day (UTC), the window of a N/day budget.
+func (f *fixture) dbDay(t *testing.T) string {
+	t.Helper()
+	var day string
+	if err := f.pool.QueryRow(f.ctx, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')").Scan(&day); err != nil {
+		t.Fatal(err)
+	}
+	return day
 }
 
 // nextDay is the database clock, rounded down to the minute, plus a day:
@@ -227,12 +239,12 @@ func TestRateLimitValidation(t *testing.T) {
 		ckey  *string
 		field string
 	}{
-		"TooMany":        {nine, nil, "rate_limits"},
-		"Empty":          {[]string{"a", ""}, nil, "rate_limits[1]"},
-		"TooLong":        {[]string{long}, nil, "rate_limits[0]"},
-		"Control":        {[]string{"a\nb"}, nil, "rate_limits[0]"},
-		"Duplicate":      {[]string{"a", "b", "a"}, nil, "rate_limits[2]"},
-		"WithConcurrKey": {[]string{"a"}, &key, "rate_limits"},
+		"TooMany":    {nine, nil, "rate_limits"},
+		"Empty":      {[]string{"a", ""}, nil, "rate_limits[1]"},
+		"TooLong":    {[]string{long}, nil, "rate_limits[0]"},
+		"Control":    {[]string{"a\nb"}, nil, "rate_limits[0]"},
+		"Duplicate":  {[]string{"a", "b", "a"}, nil, "rate_limits[2]"},
+		"KeyTooLong": {[]string{"a"}, new(strings.Repeat("k", queue.MaxConcurrencyKey+1)), "concurrency_key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			nj := queue.NewJob{Kind: "test", RateLimits: tc.keys, ConcurrencyKey: tc.ckey}
@@ -245,6 +257,10 @@ func TestRateLimitValidation(t *testing.T) {
 	ok := queue.NewJob{Kind: "test", RateLimits: nine[:8]}
 	if err := ok.Normalize(); err != nil {
 		t.Fatalf("8 keys: %v", err)
+	}
+	withKey := queue.NewJob{Kind: "test", RateLimits: []string{"a"}, ConcurrencyKey: &key}
+	if err := withKey.Normalize(); err != nil {
+		t.Fatalf("rate limits with a concurrency key: %v", err)
 	}
 
 	for in, want := range map[string]queue.Budget{
@@ -354,46 +370,101 @@ func TestScheduleJobKeepsRateLimits(t *testing.T) {
 	}
 }
 
-// Queue caps and rate limits do not combine yet: a claim would never take
-// a rate-limited job of a capped queue. So neither is allowed to make
-// one: a rate-limited job is refused in a capped queue (alone or in a
-// batch, where nothing is inserted), and a queue where rate-limited jobs
-// wait cannot be capped. Pausing it, or capping another queue, still
-// works.
-func TestRateLimitsAndQueueCapsRefuseEachOther(t *testing.T) {
+// Rate limits combine with queue caps and concurrency keys: a job that
+// names rate-limit keys in a capped queue, or with a concurrency key, is
+// claimed only within the cap and the key's limit as well as its budgets,
+// counted together with the jobs that name none; a paused queue's are not
+// claimed; a queue where such jobs wait can be capped. Its wait reason is
+// the limit that holds it.
+func TestRateLimitsCombineWithCapsAndKeys(t *testing.T) {
 	t.Parallel()
-	f := setup(t, 4)
-	cap1 := int32(3)
-	if _, err := f.client.PatchQueue(f.ctx, "capped-rl", queue.QueuePatch{MaxRunning: &cap1}, "user:tester"); err != nil {
+	f := setupWait(t)
+	f.seen(t, "w", []string{"phones"}, nil, "")
+	f.setBudgets(t, "llm:x", "3/day")
+	llm := []string{"llm:x"}
+	// The queue is capped while rate-limited jobs wait in it.
+	f.insertLimited(t, 2, limited{queue: "phones", rates: []string{"llm:free"}})
+	f.patch(t, queue.QueuePatch{MaxRunning: new(int32(2))})
+	f.insertLimited(t, 2, limited{queue: "phones"})
+	claim := func() []queue.Job {
+		t.Helper()
+		var got []queue.Job
+		for range 3 { // the first claims learn which limits apply
+			jobs, err := f.client.Claim(f.ctx, queue.ClaimParams{WorkerID: "w", Queues: []string{"phones"}, Limit: 50, Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, jobs...)
+		}
+		return got
+	}
+	capped := claim()
+	if len(capped) != 2 {
+		t.Fatalf("claimed %d jobs of a queue capped at 2 (rated and not), want 2", len(capped))
+	}
+	waiting, _, err := f.client.List(f.ctx, queue.Filter{Queue: "phones", State: queue.StatePending}, 0, 10)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var ve *queue.ValidationError
-	_, _, err := f.client.Insert(f.ctx, queue.NewJob{Kind: "test", Queue: "capped-rl", RateLimits: []string{"llm:x"}})
-	if !errors.As(err, &ve) || ve.Field != "rate_limits" || !strings.Contains(ve.Error(), "max_running") {
-		t.Fatalf("rate-limited job into a capped queue: %v, want a validation error on rate_limits", err)
+	if len(waiting) != 2 {
+		t.Fatalf("%d jobs wait behind the cap, want 2", len(waiting))
 	}
-	_, err = f.client.InsertMany(f.ctx, []queue.NewJob{
-		{Kind: "test", Queue: "free-rl"},
-		{Kind: "test", Queue: "capped-rl", RateLimits: []string{"llm:x"}},
-	})
-	if !errors.As(err, &ve) || ve.Field != "jobs[1].rate_limits" {
-		t.Fatalf("batch with a rate-limited job into a capped queue: %v, want a validation error on jobs[1].rate_limits", err)
+	for _, j := range waiting {
+		wantKind(t, f.why(t, j.ID), queue.WaitQueueAtCap)
 	}
-	var n int
-	if err := f.pool.QueryRow(f.ctx, "SELECT count(*) FROM jobs WHERE queue IN ('capped-rl', 'free-rl')").Scan(&n); err != nil || n != 0 {
-		t.Fatalf("%d jobs inserted by refused submits (%v)", n, err)
-	}
-	if _, _, err := f.client.Insert(f.ctx, queue.NewJob{Kind: "test", Queue: "capped-rl"}); err != nil {
-		t.Fatalf("a job without rate limits into the capped queue: %v", err)
+	f.patch(t, queue.QueuePatch{ClearMaxRunning: true})
+	if got := claim(); len(got) != 2 {
+		t.Fatalf("claimed %d jobs once the cap was removed, want the other 2", len(got))
 	}
 
-	f.insertRated(t, 1, "rated-q", 0, "llm:x")
-	_, err = f.client.PatchQueue(f.ctx, "rated-q", queue.QueuePatch{MaxRunning: &cap1}, "user:tester")
-	if !errors.As(err, &ve) || ve.Field != "max_running" {
-		t.Fatalf("capping a queue where rate-limited jobs wait: %v, want a validation error on max_running", err)
+	// One job per phone, whether the job names rate-limit keys or not:
+	// the running job holds the key for both kinds.
+	rated := f.insertLimited(t, 3, limited{queue: "phones", key: "pixel-1", limit: 1, rates: llm})
+	f.insertLimited(t, 2, limited{queue: "phones", key: "pixel-1", limit: 1})
+	f.insertLimited(t, 3, limited{queue: "phones", key: "pixel-2", limit: 2, rates: []string{"llm:free"}})
+	got := claim()
+	n := map[string]int{}
+	var pixel1 queue.Job
+	for _, j := range got {
+		n[*j.ConcurrencyKey]++
+		if *j.ConcurrencyKey == "pixel-1" {
+			pixel1 = j
+		}
 	}
-	paused := true
-	if q, err := f.client.PatchQueue(f.ctx, "rated-q", queue.QueuePatch{Paused: &paused}, "user:tester"); err != nil || !q.Paused || q.MaxRunning != nil {
-		t.Fatalf("pausing the queue: %+v, %v; want paused, uncapped", q, err)
+	if n["pixel-1"] != 1 || n["pixel-2"] != 2 || len(got) != 3 {
+		t.Fatalf("claimed %v, want 1 of pixel-1 (limit 1) and 2 of pixel-2 (limit 2)", n)
+	}
+	for _, j := range rated {
+		if j.ID != pixel1.ID {
+			wantKind(t, f.why(t, j.ID), queue.WaitKeyHeld)
+		}
+	}
+	if _, err := f.client.Complete(f.ctx, testutil.LeaseOf(pixel1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if next := claim(); len(next) != 1 || *next[0].ConcurrencyKey != "pixel-1" {
+		t.Fatalf("after pixel-1's job ended claimed %d jobs, want one of pixel-1", len(next))
+	}
+
+	// The budget holds for keyed jobs: llm:x allows 3 a day, and 5
+	// pixels with room ask for more.
+	for i := range 5 {
+		f.insertLimited(t, 1, limited{queue: "phones", key: fmt.Sprintf("phone-%d", i), limit: 1, rates: llm})
+	}
+	day := f.dbDay(t)
+	claim()
+	var started int
+	if err := f.pool.QueryRow(f.ctx, "SELECT count(*) FROM jobs WHERE 'llm:x' = ANY(rate_limits) AND attempt > 0").Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	if f.dbDay(t) == day && started != 3 {
+		t.Fatalf("%d jobs of a 3/day key were started, want 3", started)
+	}
+
+	// A paused queue's rated keyed jobs are not claimed.
+	f.insertLimited(t, 2, limited{queue: "held", key: "pixel-9", limit: 1, rates: []string{"llm:free"}})
+	f.patchQueue(t, "held", queue.QueuePatch{Paused: new(true)})
+	if jobs := f.claim(t, "w2", 10, "held"); len(jobs) != 0 {
+		t.Fatalf("claimed %d jobs of a paused queue", len(jobs))
 	}
 }

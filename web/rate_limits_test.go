@@ -107,28 +107,28 @@ func TestRateLimitsAPIRefusesBadInput(t *testing.T) {
 		status     int
 		field      string
 	}{
-		"NotJSON":          {"/api/v1/rate-limits/k", `{"budgets":`, 400, ""},
-		"NoBudgets":        {"/api/v1/rate-limits/k", `{}`, 400, "budgets"},
-		"NotAList":         {"/api/v1/rate-limits/k", `{"budgets":"60/min"}`, 400, "budgets"},
-		"Numbers":          {"/api/v1/rate-limits/k", `{"budgets":[60]}`, 400, "budgets"},
-		"Unknown":          {"/api/v1/rate-limits/k", `{"budgets":["60/min"],"x":1}`, 400, "x"},
-		"BadUnit":          {"/api/v1/rate-limits/k", `{"budgets":["60/week"]}`, 400, "budgets[0]"},
-		"Zero":             {"/api/v1/rate-limits/k", `{"budgets":["0/min"]}`, 400, "budgets[0]"},
-		"Huge":             {"/api/v1/rate-limits/k", `{"budgets":["99999999999999999999/min"]}`, 400, "budgets[0]"},
-		"Negative":         {"/api/v1/rate-limits/k", `{"budgets":["-5/s"]}`, 400, "budgets[0]"},
-		"SameWindow":       {"/api/v1/rate-limits/k", `{"budgets":["1/min","2/m"]}`, 400, "budgets[1]"},
-		"TooMany":          {"/api/v1/rate-limits/k", `{"budgets":["1/s","1/min","1/h","1/day","2/s"]}`, 400, "budgets"},
-		"KeyTooLong":       {"/api/v1/rate-limits/" + long, `{"budgets":["1/s"]}`, 400, "key"},
-		"KeyControl":       {"/api/v1/rate-limits/a%0Ab", `{"budgets":["1/s"]}`, 400, "key"},
-		"KeyNotUTF8":       {"/api/v1/rate-limits/a%ffb", `{"budgets":["1/s"]}`, 400, "key"},
-		"BodyTooLarge":     {"/api/v1/rate-limits/k", `{"budgets":["` + strings.Repeat("1", 5000) + `/s"]}`, 413, ""},
-		"JobTooManyKeys":   {"/api/v1/jobs", `{"kind":"noop","rate_limits":["1","2","3","4","5","6","7","8","9"]}`, 400, "rate_limits"},
-		"JobEmptyKey":      {"/api/v1/jobs", `{"kind":"noop","rate_limits":[""]}`, 400, "rate_limits[0]"},
-		"JobDuplicate":     {"/api/v1/jobs", `{"kind":"noop","rate_limits":["a","a"]}`, 400, "rate_limits[1]"},
-		"JobKeyTooLong":    {"/api/v1/jobs", `{"kind":"noop","rate_limits":["` + long + `"]}`, 400, "rate_limits[0]"},
-		"JobNotStrings":    {"/api/v1/jobs", `{"kind":"noop","rate_limits":[1]}`, 400, "rate_limits"},
-		"JobWithConcurKey": {"/api/v1/jobs", `{"kind":"noop","rate_limits":["a"],"concurrency_key":"c"}`, 400, "rate_limits"},
-		"BatchBadKey":      {"/api/v1/jobs/batch", `{"jobs":[{"kind":"noop"},{"kind":"noop","rate_limits":["a\u0000"]}]}`, 400, "jobs[1].rate_limits[0]"},
+		"NotJSON":             {"/api/v1/rate-limits/k", `{"budgets":`, 400, ""},
+		"NoBudgets":           {"/api/v1/rate-limits/k", `{}`, 400, "budgets"},
+		"NotAList":            {"/api/v1/rate-limits/k", `{"budgets":"60/min"}`, 400, "budgets"},
+		"Numbers":             {"/api/v1/rate-limits/k", `{"budgets":[60]}`, 400, "budgets"},
+		"Unknown":             {"/api/v1/rate-limits/k", `{"budgets":["60/min"],"x":1}`, 400, "x"},
+		"BadUnit":             {"/api/v1/rate-limits/k", `{"budgets":["60/week"]}`, 400, "budgets[0]"},
+		"Zero":                {"/api/v1/rate-limits/k", `{"budgets":["0/min"]}`, 400, "budgets[0]"},
+		"Huge":                {"/api/v1/rate-limits/k", `{"budgets":["99999999999999999999/min"]}`, 400, "budgets[0]"},
+		"Negative":            {"/api/v1/rate-limits/k", `{"budgets":["-5/s"]}`, 400, "budgets[0]"},
+		"SameWindow":          {"/api/v1/rate-limits/k", `{"budgets":["1/min","2/m"]}`, 400, "budgets[1]"},
+		"TooMany":             {"/api/v1/rate-limits/k", `{"budgets":["1/s","1/min","1/h","1/day","2/s"]}`, 400, "budgets"},
+		"KeyTooLong":          {"/api/v1/rate-limits/" + long, `{"budgets":["1/s"]}`, 400, "key"},
+		"KeyControl":          {"/api/v1/rate-limits/a%0Ab", `{"budgets":["1/s"]}`, 400, "key"},
+		"KeyNotUTF8":          {"/api/v1/rate-limits/a%ffb", `{"budgets":["1/s"]}`, 400, "key"},
+		"BodyTooLarge":        {"/api/v1/rate-limits/k", `{"budgets":["` + strings.Repeat("1", 5000) + `/s"]}`, 413, ""},
+		"JobTooManyKeys":      {"/api/v1/jobs", `{"kind":"noop","rate_limits":["1","2","3","4","5","6","7","8","9"]}`, 400, "rate_limits"},
+		"JobEmptyKey":         {"/api/v1/jobs", `{"kind":"noop","rate_limits":[""]}`, 400, "rate_limits[0]"},
+		"JobDuplicate":        {"/api/v1/jobs", `{"kind":"noop","rate_limits":["a","a"]}`, 400, "rate_limits[1]"},
+		"JobKeyTooLong":       {"/api/v1/jobs", `{"kind":"noop","rate_limits":["` + long + `"]}`, 400, "rate_limits[0]"},
+		"JobNotStrings":       {"/api/v1/jobs", `{"kind":"noop","rate_limits":[1]}`, 400, "rate_limits"},
+		"JobWithBadConcurKey": {"/api/v1/jobs", `{"kind":"noop","rate_limits":["a"],"concurrency_key":"c\u0000"}`, 400, "concurrency_key"},
+		"BatchBadKey":         {"/api/v1/jobs/batch", `{"jobs":[{"kind":"noop"},{"kind":"noop","rate_limits":["a\u0000"]}]}`, 400, "jobs[1].rate_limits[0]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			method := http.MethodPut
@@ -155,25 +155,28 @@ func TestRateLimitsAPIRefusesBadInput(t *testing.T) {
 	}
 }
 
-// Through the API, caps and rate limits refuse each other with a 400
-// naming the field (queue.TestRateLimitsAndQueueCapsRefuseEachOther has
-// the rules): no job is left where no claim takes it.
-func TestRateLimitsRefusedInCappedQueues(t *testing.T) {
+// Through the API, rate limits combine with queue caps and concurrency
+// keys (queue.TestRateLimitsCombineWithCapsAndKeys has the claims): a
+// rate-limited job is taken into a capped queue, alone or in a batch, with
+// a concurrency key, and a queue where such jobs wait can be capped.
+func TestRateLimitsWithCapsAndKeys(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.do(t, call{method: http.MethodPatch, path: "/api/v1/queues/capped", body: `{"max_running":2}`}).want(t, http.StatusOK)
-	r := f.do(t, call{method: http.MethodPost, path: "/api/v1/jobs", body: `{"kind":"noop","queue":"capped","rate_limits":["llm:a"]}`}).want(t, http.StatusBadRequest)
-	if got := r.json(t)["field"]; got != "rate_limits" || !strings.Contains(string(r.body), "max_running") {
-		t.Fatalf("submit into a capped queue: field %v, body %s", got, r.body)
+	f.submit(t, `{"kind":"noop","queue":"capped","rate_limits":["llm:a"]}`)
+	f.do(t, call{method: http.MethodPost, path: "/api/v1/jobs/batch",
+		body: `{"jobs":[{"kind":"noop","queue":"capped"},{"kind":"noop","queue":"capped","rate_limits":["llm:a"]}]}`}).want(t, http.StatusCreated)
+	var job struct {
+		RateLimits     []string `json:"rate_limits"`
+		ConcurrencyKey string   `json:"concurrency_key"`
 	}
-	r = f.do(t, call{method: http.MethodPost, path: "/api/v1/jobs/batch", body: `{"jobs":[{"kind":"noop","queue":"capped"},{"kind":"noop","queue":"capped","rate_limits":["llm:a"]}]}`}).want(t, http.StatusBadRequest)
-	if got := r.json(t)["field"]; got != "jobs[1].rate_limits" {
-		t.Fatalf("batch into a capped queue: field %v, body %s", got, r.body)
+	f.do(t, call{method: http.MethodPost, path: "/api/v1/jobs",
+		body: `{"kind":"noop","queue":"rated","rate_limits":["llm:a"],"concurrency_key":"pixel-1"}`}).want(t, http.StatusCreated).decode(t, &job)
+	if len(job.RateLimits) != 1 || job.ConcurrencyKey != "pixel-1" {
+		t.Fatalf("job with rate limits and a key reads %+v", job)
 	}
-	f.submit(t, `{"kind":"noop","queue":"rated","rate_limits":["llm:a"]}`)
-	r = f.do(t, call{method: http.MethodPatch, path: "/api/v1/queues/rated", body: `{"max_running":2}`}).want(t, http.StatusBadRequest)
-	if got := r.json(t)["field"]; got != "max_running" {
-		t.Fatalf("capping a queue with rate-limited jobs: field %v, body %s", got, r.body)
+	f.do(t, call{method: http.MethodPatch, path: "/api/v1/queues/rated", body: `{"max_running":2}`}).want(t, http.StatusOK)
+	if s := f.stats(t); s["pending"] != 4 {
+		t.Fatalf("pending = %v, want the 4 jobs submitted", s["pending"])
 	}
-	f.do(t, call{method: http.MethodPatch, path: "/api/v1/queues/rated", body: `{"paused":true}`}).want(t, http.StatusOK)
 }
