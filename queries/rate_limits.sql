@@ -78,9 +78,17 @@ WITH RECURSIVE win AS MATERIALIZED (
     FROM queue_settings s
     WHERE s.name = ANY(@queues::text[]) AND NOT s.paused AND s.max_running IS NOT NULL
 ), free AS MATERIALIZED (
-    -- each of the claimer's queues that is neither paused nor capped, in
-    -- its claim order (jobs_claim_rated_idx is by queue)
-    SELECT c.* FROM (SELECT DISTINCT unnest(@queues::text[]) AS name) q CROSS JOIN LATERAL (
+    -- Jobs without a concurrency key: each of the claimer's queues on its
+    -- own, in its claim order (jobs_claim_rated_idx is by queue), a
+    -- capped one only as far as its room.
+    SELECT c.* FROM (
+        SELECT q.name, (CASE WHEN s.max_running IS NULL THEN @max::integer
+                             ELSE LEAST(@max::integer, GREATEST(coalesce(qroom.room, 0), 0)) END)::integer AS room
+        FROM (SELECT DISTINCT unnest(@queues::text[]) AS name) q
+        LEFT JOIN queue_settings s ON s.name = q.name
+        LEFT JOIN qroom ON qroom.name = q.name
+        WHERE NOT coalesce(s.paused, false)
+    ) q CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
         WHERE j.state = 'pending' AND j.queue = q.name
           AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
@@ -93,30 +101,14 @@ WITH RECURSIVE win AS MATERIALIZED (
           -- tested again per job, as JobClaim does: a queue paused or
           -- capped meanwhile. A scalar subquery, not NOT EXISTS: as an
           -- anti-join it made the plan read and sort every job of the
-          -- queue before its LIMIT.
-          AND NOT coalesce((SELECT s.paused OR s.max_running IS NOT NULL FROM queue_settings s WHERE s.name = j.queue), false)
+          -- queue (or of the key, below) before its LIMIT.
+          AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
+                            FROM queue_settings s WHERE s.name = j.queue), false)
         ORDER BY j.priority, j.run_at, j.id
-        LIMIT @max
+        LIMIT q.room
         FOR UPDATE OF j SKIP LOCKED
     ) c
-    WHERE NOT EXISTS (SELECT 1 FROM queue_settings s WHERE s.name = q.name AND (s.paused OR s.max_running IS NOT NULL))
-), capped AS MATERIALIZED (
-    -- each capped queue with room read only as far as its room
-    SELECT c.* FROM qroom CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.rate_limits, j.priority, j.run_at, NULL::text AS concurrency_key, 0 AS concurrency_limit FROM jobs j
-        WHERE j.state = 'pending' AND j.queue = qroom.name
-          AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NULL
-          AND j.run_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-          AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
-          AND NOT (j.rate_limits && (SELECT rate_limits_spent(coalesce(sqlc.narg('now')::timestamptz, now()))))
-          AND EXISTS (SELECT 1 FROM win)
-          AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
-                        FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-        ORDER BY j.priority, j.run_at, j.id
-        LIMIT LEAST(@max::integer, qroom.room)
-        FOR UPDATE OF j SKIP LOCKED
-    ) c
-    WHERE qroom.room > 0
+    WHERE q.room > 0
 ), keys(k) AS (
     (SELECT concurrency_key FROM jobs
      WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NOT NULL
@@ -152,8 +144,7 @@ WITH RECURSIVE win AS MATERIALIZED (
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-          -- per job, as in free (read in the key's order, stopping at
-          -- its room)
+          -- per job, as in free
           AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
                             FROM queue_settings s WHERE s.name = j.queue), false)
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
@@ -162,8 +153,6 @@ WITH RECURSIVE win AS MATERIALIZED (
     ) c
 ), cands AS MATERIALIZED (
     SELECT * FROM free
-    UNION ALL
-    SELECT * FROM capped
     UNION ALL
     SELECT * FROM keyed
     ORDER BY priority, run_at, id
