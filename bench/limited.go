@@ -6,10 +6,10 @@ import (
 )
 
 // limitedModes are the drains of -limits, in the order each run makes
-// them: the same n jobs free, in a queue capped at maxRunning, and spread
-// over keys concurrency keys of limit 1, and each naming one rate-limit
-// key whose budget (10^9/min) never binds (ratedOnly: only the first and
-// the last).
+// them: the same n jobs free, in a queue capped at maxRunning, spread
+// over keys concurrency keys of limit 1, each naming one rate-limit key
+// whose budget (10^9/min) never binds, and both (one job per phone under
+// a rate limit; ratedOnly: only uncapped and rate-limited).
 func (b *bench) limitedModes(maxRunning, keys int, ratedOnly bool) []limitedMode {
 	rated := limitedMode{name: "rate-limited (1 key, 1e9/min)", rated: true}
 	if ratedOnly {
@@ -20,6 +20,7 @@ func (b *bench) limitedModes(maxRunning, keys int, ratedOnly bool) []limitedMode
 		{name: fmt.Sprintf("capped (max_running %d)", maxRunning), maxRunning: maxRunning},
 		{name: fmt.Sprintf("keyed (%d keys, limit 1)", keys), keys: keys},
 		rated,
+		{name: fmt.Sprintf("keyed and rate-limited (%d keys)", keys), keys: keys, rated: true},
 	}
 }
 

@@ -23,28 +23,30 @@ WITH gate AS MATERIALIZED (
     FROM jobs j
     WHERE j.id = ANY ($2::bigint[]) AND j.state = 'pending'
 ), chosen AS MATERIALIZED (
+    SELECT unnest($3::bigint[]) AS id
+    UNION ALL
     SELECT p.id FROM picked p
     LEFT JOIN queue_settings s ON s.name = p.queue
     WHERE NOT coalesce(s.paused, false)
       AND (p.concurrency_key IS NULL
-           OR (p.concurrency_key = ANY ($3::text[])
+           OR (p.concurrency_key = ANY ($4::text[])
                AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = p.concurrency_key) + p.kn
                    <= p.concurrency_limit))
       AND (s.max_running IS NULL
-           OR (p.queue = ANY ($4::text[])
+           OR (p.queue = ANY ($5::text[])
                AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $5::text,
-        lease_ms = $6::integer,
+        lease_owner = $6::text,
+        lease_ms = $7::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce($7::timestamptz, now()),
-        attempt_started_at = coalesce($7::timestamptz, now()),
-        handover_pending = $8::integer IS NOT NULL,
-        lease_until = coalesce($7::timestamptz, now())
-                      + LEAST($6::integer, j.timeout_ms, $8::integer) * interval '1 millisecond'
+        heartbeat_at = coalesce($8::timestamptz, now()),
+        attempt_started_at = coalesce($8::timestamptz, now()),
+        handover_pending = $9::integer IS NOT NULL,
+        lease_until = coalesce($8::timestamptz, now())
+                      + LEAST($7::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
@@ -52,13 +54,13 @@ WITH gate AS MATERIALIZED (
     SELECT k.key, count(*)::integer AS n FROM claimed, unnest(claimed.rate_limits) AS k(key) GROUP BY k.key
 ), spent AS (
     UPDATE rate_limit_budgets b
-    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($7::timestamptz, now()))
+    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($8::timestamptz, now()))
                      THEN b.used ELSE 0 END) + spend.n,
-        window_start = rate_window_start(b.window_s, coalesce($7::timestamptz, now()))
+        window_start = rate_window_start(b.window_s, coalesce($8::timestamptz, now()))
     FROM spend WHERE b.key = spend.key
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($6::integer, timeout_ms, $8::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($6::integer, timeout_ms, $8::integer)) < $9::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $9::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $9::integer)) < $10::integer
 ), resumed AS (
     -- As in JobClaim: an attempt that receives a checkpoint says so on
     -- the timeline.
@@ -72,6 +74,7 @@ SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payloa
 
 type JobClaimRatedParams struct {
 	TokenID      *int64
+	LimitedIds   []int64
 	Ids          []int64
 	LockedKeys   []string
 	LockedQueues []string
@@ -134,7 +137,9 @@ type JobClaimRatedRow struct {
 // not given back when an attempt ends early. The gate on a worker token
 // is JobClaim's.
 //
-// A job with a concurrency key is claimed only under its key's lock
+// @ids are claimed as they are; @limited_ids, those with a concurrency
+// key or in a capped queue, only within those limits: a job with a
+// concurrency key is claimed only under its key's lock
 // (@locked_keys) and while fewer than its concurrency_limit jobs of the
 // key run with it and the chosen ones before it; a job of a capped queue
 // only under the queue's lock (@locked_queues) and within max_running;
@@ -146,6 +151,7 @@ type JobClaimRatedRow struct {
 func (q *Queries) JobClaimRated(ctx context.Context, arg JobClaimRatedParams) ([]JobClaimRatedRow, error) {
 	rows, err := q.db.Query(ctx, jobClaimRated,
 		arg.TokenID,
+		arg.LimitedIds,
 		arg.Ids,
 		arg.LockedKeys,
 		arg.LockedQueues,
@@ -243,12 +249,8 @@ WITH RECURSIVE win AS MATERIALIZED (
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce($3::timestamptz, now()))
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-          -- tested again per job, as JobClaim does: a queue paused or
-          -- capped meanwhile. A scalar subquery, not NOT EXISTS: as an
-          -- anti-join it made the plan read and sort every job of the
-          -- queue (or of the key, below) before its LIMIT.
-          AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
-                            FROM queue_settings s WHERE s.name = j.queue), false)
+          -- (the queue's pause and cap are q's, read in this statement's
+          -- snapshot: a per-job test would see the same)
         ORDER BY j.priority, j.run_at, j.id
         LIMIT q.room
         FOR UPDATE OF j SKIP LOCKED
@@ -289,7 +291,9 @@ WITH RECURSIVE win AS MATERIALIZED (
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce($3::timestamptz, now()))
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-          -- per job, as in free
+          -- The queue's pause and cap, per job. A scalar subquery, not
+          -- NOT EXISTS: as an anti-join it made the plan read and sort
+          -- every job of the key before its LIMIT.
           AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
                             FROM queue_settings s WHERE s.name = j.queue), false)
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id

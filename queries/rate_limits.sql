@@ -98,12 +98,8 @@ WITH RECURSIVE win AS MATERIALIZED (
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-          -- tested again per job, as JobClaim does: a queue paused or
-          -- capped meanwhile. A scalar subquery, not NOT EXISTS: as an
-          -- anti-join it made the plan read and sort every job of the
-          -- queue (or of the key, below) before its LIMIT.
-          AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
-                            FROM queue_settings s WHERE s.name = j.queue), false)
+          -- (the queue's pause and cap are q's, read in this statement's
+          -- snapshot: a per-job test would see the same)
         ORDER BY j.priority, j.run_at, j.id
         LIMIT q.room
         FOR UPDATE OF j SKIP LOCKED
@@ -144,7 +140,9 @@ WITH RECURSIVE win AS MATERIALIZED (
           AND EXISTS (SELECT 1 FROM win)
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, coalesce(sqlc.narg('now')::timestamptz, now()))
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
-          -- per job, as in free
+          -- The queue's pause and cap, per job. A scalar subquery, not
+          -- NOT EXISTS: as an anti-join it made the plan read and sort
+          -- every job of the key before its LIMIT.
           AND NOT coalesce((SELECT s.paused OR (s.max_running IS NOT NULL AND s.name <> ALL (ARRAY(SELECT name FROM qroom WHERE room > 0)))
                             FROM queue_settings s WHERE s.name = j.queue), false)
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
@@ -194,7 +192,9 @@ ORDER BY c.priority, c.run_at, c.id;
 -- not given back when an attempt ends early. The gate on a worker token
 -- is JobClaim's.
 --
--- A job with a concurrency key is claimed only under its key's lock
+-- @ids are claimed as they are; @limited_ids, those with a concurrency
+-- key or in a capped queue, only within those limits: a job with a
+-- concurrency key is claimed only under its key's lock
 -- (@locked_keys) and while fewer than its concurrency_limit jobs of the
 -- key run with it and the chosen ones before it; a job of a capped queue
 -- only under the queue's lock (@locked_queues) and within max_running;
@@ -212,8 +212,10 @@ WITH gate AS MATERIALIZED (
            row_number() OVER (PARTITION BY j.concurrency_key ORDER BY j.priority, j.run_at, j.id) AS kn,
            row_number() OVER (PARTITION BY j.queue ORDER BY j.priority, j.run_at, j.id) AS qn
     FROM jobs j
-    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'pending'
+    WHERE j.id = ANY (@limited_ids::bigint[]) AND j.state = 'pending'
 ), chosen AS MATERIALIZED (
+    SELECT unnest(@ids::bigint[]) AS id
+    UNION ALL
     SELECT p.id FROM picked p
     LEFT JOIN queue_settings s ON s.name = p.queue
     WHERE NOT coalesce(s.paused, false)

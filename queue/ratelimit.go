@@ -304,11 +304,11 @@ func (c *Client) claimRatedOnce(ctx context.Context, p ClaimParams, limit int, l
 	}
 	var claim *db.JobClaimRatedParams
 	chosen := chooseRated(cands)
-	if len(chosen.ids) > 0 {
+	if len(chosen.ids) > 0 || len(chosen.limited) > 0 {
 		claim = &db.JobClaimRatedParams{
 			TokenID: tokenID(p), WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), Now: c.now,
 			HandoverMs: handoverMs(p.Handover, lease), Ids: chosen.ids, WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
-			LockedKeys: chosen.keys, LockedQueues: chosen.queues,
+			LimitedIds: chosen.limited, LockedKeys: chosen.keys, LockedQueues: chosen.queues,
 		}
 	}
 	rows, err := db.JobClaimRatedCommit(ctx, conn, claim)
@@ -318,10 +318,12 @@ func (c *Client) claimRatedOnce(ctx context.Context, p ClaimParams, limit int, l
 	return toJobs(rows), chosen.contended, len(cands) > 0, nil
 }
 
-// ratedChoice is what a rate-limited claim takes of its candidates: ids in
-// claim order, and the keys and queues whose locks it holds for them.
+// ratedChoice is what a rate-limited claim takes of its candidates, in
+// claim order: ids, and limited, those with a concurrency key or in a
+// capped queue (JobClaimRated counts them again under the locks it holds
+// for them, keys and queues).
 type ratedChoice struct {
-	ids          []int64
+	ids, limited []int64
 	keys, queues []string
 	contended    bool
 }
@@ -384,7 +386,11 @@ func chooseRated(cands []db.JobClaimRatedLockRow) ratedChoice {
 			}
 			queueTaken[cand.Queue]++
 		}
-		out.ids = append(out.ids, cand.ID)
+		if cand.ConcurrencyKey != "" || cand.QueueCapped {
+			out.limited = append(out.limited, cand.ID)
+		} else {
+			out.ids = append(out.ids, cand.ID)
+		}
 	}
 	return out
 }
