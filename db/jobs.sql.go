@@ -531,6 +531,13 @@ WITH gate AS MATERIALIZED (
     WHERE qfree.name IS NULL OR r.qn <= qfree.free
     ORDER BY r.priority, r.run_at, r.id
     LIMIT $7
+), stamp AS MATERIALIZED (
+    -- When the attempts start: as the jobs are taken, after the counts
+    -- above and any wait for the gate, not when the transaction began
+    -- (now()). The counts may rely on a completion committed after that,
+    -- and an attempt dated before the end of the one whose room it took
+    -- would look, on the timeline, as if the limit had been exceeded.
+    SELECT clock_timestamp() AS at
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
@@ -538,10 +545,10 @@ WITH gate AS MATERIALIZED (
         lease_owner = $3::text,
         lease_ms = $8::integer,
         lease_token = lease_token_next(),
-        heartbeat_at = now(),
-        attempt_started_at = now(),
+        heartbeat_at = (SELECT at FROM stamp),
+        attempt_started_at = (SELECT at FROM stamp),
         handover_pending = $9::integer IS NOT NULL,
-        lease_until = now() + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
+        lease_until = (SELECT at FROM stamp) + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group

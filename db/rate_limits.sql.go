@@ -35,18 +35,23 @@ WITH gate AS MATERIALIZED (
       AND (s.max_running IS NULL
            OR (p.queue = ANY ($5::text[])
                AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
+), stamp AS MATERIALIZED (
+    -- When the attempts start: as this statement takes the jobs, not when
+    -- the transaction began, before the first statement waited for the
+    -- budgets (as JobClaimLimited dates its attempts).
+    SELECT coalesce($6::timestamptz, clock_timestamp()) AS at
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_owner = $6::text,
-        lease_ms = $7::integer,
+        lease_owner = $7::text,
+        lease_ms = $8::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce($8::timestamptz, now()),
-        attempt_started_at = coalesce($8::timestamptz, now()),
+        heartbeat_at = (SELECT at FROM stamp),
+        attempt_started_at = (SELECT at FROM stamp),
         handover_pending = $9::integer IS NOT NULL,
-        lease_until = coalesce($8::timestamptz, now())
-                      + LEAST($7::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
+        lease_until = (SELECT at FROM stamp)
+                      + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
@@ -54,13 +59,13 @@ WITH gate AS MATERIALIZED (
     SELECT k.key, count(*)::integer AS n FROM claimed, unnest(claimed.rate_limits) AS k(key) GROUP BY k.key
 ), spent AS (
     UPDATE rate_limit_budgets b
-    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($8::timestamptz, now()))
+    SET used = (CASE WHEN b.window_start = rate_window_start(b.window_s, coalesce($6::timestamptz, now()))
                      THEN b.used ELSE 0 END) + spend.n,
-        window_start = rate_window_start(b.window_s, coalesce($8::timestamptz, now()))
+        window_start = rate_window_start(b.window_s, coalesce($6::timestamptz, now()))
     FROM spend WHERE b.key = spend.key
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($7::integer, timeout_ms, $9::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($7::integer, timeout_ms, $9::integer)) < $10::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($8::integer, timeout_ms, $9::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($8::integer, timeout_ms, $9::integer)) < $10::integer
 ), resumed AS (
     -- As in JobClaim: an attempt that receives a checkpoint says so on
     -- the timeline.
@@ -78,9 +83,9 @@ type JobClaimRatedParams struct {
 	Ids          []int64
 	LockedKeys   []string
 	LockedQueues []string
+	Now          *time.Time
 	WorkerID     string
 	LeaseMs      int32
-	Now          *time.Time
 	HandoverMs   *int32
 	WakeBelowMs  int32
 }
@@ -155,9 +160,9 @@ func (q *Queries) JobClaimRated(ctx context.Context, arg JobClaimRatedParams) ([
 		arg.Ids,
 		arg.LockedKeys,
 		arg.LockedQueues,
+		arg.Now,
 		arg.WorkerID,
 		arg.LeaseMs,
-		arg.Now,
 		arg.HandoverMs,
 		arg.WakeBelowMs,
 	)

@@ -397,6 +397,13 @@ WITH gate AS MATERIALIZED (
     WHERE qfree.name IS NULL OR r.qn <= qfree.free
     ORDER BY r.priority, r.run_at, r.id
     LIMIT @max
+), stamp AS MATERIALIZED (
+    -- When the attempts start: as the jobs are taken, after the counts
+    -- above and any wait for the gate, not when the transaction began
+    -- (now()). The counts may rely on a completion committed after that,
+    -- and an attempt dated before the end of the one whose room it took
+    -- would look, on the timeline, as if the limit had been exceeded.
+    SELECT clock_timestamp() AS at
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
@@ -404,10 +411,10 @@ WITH gate AS MATERIALIZED (
         lease_owner = @worker_id::text,
         lease_ms = @lease_ms::integer,
         lease_token = lease_token_next(),
-        heartbeat_at = now(),
-        attempt_started_at = now(),
+        heartbeat_at = (SELECT at FROM stamp),
+        attempt_started_at = (SELECT at FROM stamp),
         handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
-        lease_until = now() + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
+        lease_until = (SELECT at FROM stamp) + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.*

@@ -226,6 +226,11 @@ WITH gate AS MATERIALIZED (
       AND (s.max_running IS NULL
            OR (p.queue = ANY (@locked_queues::text[])
                AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
+), stamp AS MATERIALIZED (
+    -- When the attempts start: as this statement takes the jobs, not when
+    -- the transaction began, before the first statement waited for the
+    -- budgets (as JobClaimLimited dates its attempts).
+    SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS at
 ), claimed AS (
     UPDATE jobs j
     SET state = 'running',
@@ -233,10 +238,10 @@ WITH gate AS MATERIALIZED (
         lease_owner = @worker_id::text,
         lease_ms = @lease_ms::integer,
         lease_token = lease_token_next(j.id, (SELECT lease_token_seed())),
-        heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-        attempt_started_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        heartbeat_at = (SELECT at FROM stamp),
+        attempt_started_at = (SELECT at FROM stamp),
         handover_pending = sqlc.narg('handover_ms')::integer IS NOT NULL,
-        lease_until = coalesce(sqlc.narg('now')::timestamptz, now())
+        lease_until = (SELECT at FROM stamp)
                       + LEAST(@lease_ms::integer, j.timeout_ms, sqlc.narg('handover_ms')::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND (sqlc.narg('token_id')::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
