@@ -12,10 +12,10 @@ import (
 
 // TestAttemptStartsWhenItsClaimTakesIt: a claim that waits inside its
 // transaction dates the attempt from when it took the job, not from when
-// the transaction began (now()). Its counts may rely on a completion committed
-// while it waited, and an attempt dated from before that completion
-// looks on the timeline as if it ran beside the attempt whose room it
-// took: two at once on a phone of limit 1 (e2e
+// the transaction began (now()). Its counts may rely on a completion
+// committed while it waited, and an attempt dated from before that
+// completion looks on the timeline as if it ran beside the attempt whose
+// room it took: two at once on a phone of limit 1 (e2e
 // TestRateLimitedPhonesRunOneAtATime saw three in a queue capped at 2).
 // The claims here wait as they do in use: a rate-limited one for the
 // budgets another claimer holds, a limited one for its worker token's row
@@ -72,12 +72,13 @@ func TestAttemptStartsWhenItsClaimTakesIt(t *testing.T) {
 		name  string
 		job   limited
 		hold  string // what another transaction holds, so that the claim waits
+		args  []any
 		claim func() ([]int64, error)
 	}{
 		{"rate-limited", limited{queue: "default", key: "pixel-r", limit: 1, rates: []string{"llm:stamp"}},
-			`SELECT 1 FROM rate_limit_budgets WHERE key = 'llm:stamp' FOR UPDATE`, claim},
+			`SELECT 1 FROM rate_limit_budgets WHERE key = 'llm:stamp' FOR UPDATE`, nil, claim},
 		{"limited", limited{queue: "default", key: "pixel-k", limit: 1},
-			`SELECT 1 FROM api_tokens WHERE id = $1 FOR UPDATE`, limitedClaim},
+			`SELECT 1 FROM api_tokens WHERE id = $1 FOR UPDATE`, []any{tok.ID}, limitedClaim},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			job := f.insertLimited(t, 1, c.job)[0]
@@ -86,11 +87,7 @@ func TestAttemptStartsWhenItsClaimTakesIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = hold.Rollback(context.Background()) }()
-			var args []any
-			if c.name == "limited" {
-				args = append(args, tok.ID)
-			}
-			if _, err := hold.Exec(f.ctx, c.hold, args...); err != nil {
+			if _, err := hold.Exec(f.ctx, c.hold, c.args...); err != nil {
 				t.Fatal(err)
 			}
 			var holder int32
