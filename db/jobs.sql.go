@@ -481,7 +481,7 @@ WITH gate AS MATERIALIZED (
     -- availability windows, as in JobClaim
     SELECT c.device, c.closes FROM availability_claimable($3::text, $4::text[], now()) AS c(device, closes)
 ), kfree AS MATERIALIZED (
-    SELECT k.k, (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = k.k) AS running,
+    SELECT k.k, coalesce(r.running, 0) AS running,
            -- the limit of the key's first due job, as JobClaimLimitedLock
            -- judged the key's room by
            (SELECT j.concurrency_limit FROM jobs j
@@ -491,6 +491,12 @@ WITH gate AS MATERIALIZED (
             ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
             LIMIT 1) AS first_limit
     FROM unnest($6::text[]) AS k(k)
+    -- counted in one pass for all keys, as in JobClaimLimitedLock
+    LEFT JOIN (
+        SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
+        WHERE r.state = 'running' AND r.concurrency_key = ANY ($6::text[])
+        GROUP BY r.concurrency_key
+    ) r ON r.k = k.k
 ), picks AS MATERIALIZED (
     SELECT p.id, p.queue, p.priority, p.run_at
     FROM kfree CROSS JOIN LATERAL (
@@ -786,8 +792,8 @@ WITH RECURSIVE keys(k) AS (
     FROM keys WHERE keys.k IS NOT NULL
 ), win AS MATERIALIZED (
     SELECT c.device, c.closes FROM availability_claimable($1::text, $2::text[], now()) AS c(device, closes)
-), due_keys AS MATERIALIZED (
-    SELECT keys.k, f.priority, f.run_at, f.id
+), firsts AS MATERIALIZED (
+    SELECT keys.k, f.priority, f.run_at, f.id, f.concurrency_limit
     FROM keys CROSS JOIN LATERAL (
         SELECT j.priority, j.run_at, j.id, j.concurrency_limit FROM jobs j
         WHERE j.state = 'pending' AND j.concurrency_key = keys.k AND j.rate_limits IS NULL AND j.run_at <= now()
@@ -802,11 +808,23 @@ WITH RECURSIVE keys(k) AS (
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
         LIMIT 1
     ) f
+), due_keys AS MATERIALIZED (
     -- A key that looks full (read without its lock: JobClaimLimited
     -- counts again under it) is not locked, so that it neither holds back
     -- the keys behind it nor makes other claimers wait for nothing.
-    WHERE (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) < f.concurrency_limit
-    ORDER BY f.priority, f.run_at, f.id
+    SELECT firsts.k, firsts.priority, firsts.run_at, firsts.id
+    -- Each key's running jobs counted in one pass for all keys: a count
+    -- per key, which the planner may run through jobs_running_id_idx,
+    -- read every running job's entry once per key, and in a transaction
+    -- that has just completed jobs, their entries too (9 buffer touches
+    -- a key instead of 3).
+    FROM firsts LEFT JOIN (
+        SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
+        WHERE r.state = 'running' AND r.concurrency_key = ANY (ARRAY(SELECT k FROM firsts))
+        GROUP BY r.concurrency_key
+    ) r ON r.k = firsts.k
+    WHERE coalesce(r.running, 0) < firsts.concurrency_limit
+    ORDER BY firsts.priority, firsts.run_at, firsts.id
     LIMIT $4
 ), limits AS MATERIALIZED (
     SELECT CASE WHEN s.paused THEN 'paused'

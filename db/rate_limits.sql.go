@@ -27,11 +27,16 @@ WITH gate AS MATERIALIZED (
     UNION ALL
     SELECT p.id FROM picked p
     LEFT JOIN queue_settings s ON s.name = p.queue
+    -- the locked keys' running jobs, counted in one pass
+    LEFT JOIN (
+        SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
+        WHERE r.state = 'running' AND r.concurrency_key = ANY ($4::text[])
+        GROUP BY r.concurrency_key
+    ) kr ON kr.k = p.concurrency_key
     WHERE NOT coalesce(s.paused, false)
       AND (p.concurrency_key IS NULL
            OR (p.concurrency_key = ANY ($4::text[])
-               AND (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = p.concurrency_key) + p.kn
-                   <= p.concurrency_limit))
+               AND coalesce(kr.running, 0) + p.kn <= p.concurrency_limit))
       AND (s.max_running IS NULL
            OR (p.queue = ANY ($5::text[])
                AND (SELECT coalesce(sum(r.running), 0) FROM queue_running r WHERE r.queue = p.queue) + p.qn <= s.max_running))
@@ -270,11 +275,10 @@ WITH RECURSIVE win AS MATERIALIZED (
             WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key IS NOT NULL AND j.concurrency_key > keys.k
             ORDER BY j.concurrency_key LIMIT 1)
     FROM keys WHERE keys.k IS NOT NULL
-), kroom AS MATERIALIZED (
-    SELECT keys.k, f.running, f.concurrency_limit
+), firsts AS MATERIALIZED (
+    SELECT keys.k, f.priority, f.run_at, f.id, f.concurrency_limit
     FROM keys CROSS JOIN LATERAL (
-        SELECT j.priority, j.run_at, j.id, j.concurrency_limit,
-               (SELECT count(*) FROM jobs r WHERE r.state = 'running' AND r.concurrency_key = keys.k) AS running
+        SELECT j.priority, j.run_at, j.id, j.concurrency_limit
         FROM jobs j
         WHERE j.state = 'pending' AND j.rate_limits IS NOT NULL AND j.concurrency_key = keys.k
           AND j.run_at <= coalesce($3::timestamptz, now())
@@ -282,8 +286,17 @@ WITH RECURSIVE win AS MATERIALIZED (
         ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
         LIMIT 1
     ) f
-    WHERE f.running < f.concurrency_limit
-    ORDER BY f.priority, f.run_at, f.id
+), kroom AS MATERIALIZED (
+    -- The keys' running jobs counted in one pass, as JobClaimLimitedLock
+    -- does (a count per key may read every running job's entry per key).
+    SELECT firsts.k, coalesce(r.running, 0) AS running, firsts.concurrency_limit
+    FROM firsts LEFT JOIN (
+        SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
+        WHERE r.state = 'running' AND r.concurrency_key = ANY (ARRAY(SELECT k FROM firsts))
+        GROUP BY r.concurrency_key
+    ) r ON r.k = firsts.k
+    WHERE coalesce(r.running, 0) < firsts.concurrency_limit
+    ORDER BY firsts.priority, firsts.run_at, firsts.id
     LIMIT $5
 ), keyed AS MATERIALIZED (
     SELECT c.id, c.queue, c.rate_limits, c.priority, c.run_at, c.concurrency_key, c.concurrency_limit FROM kroom CROSS JOIN LATERAL (
