@@ -481,16 +481,12 @@ WITH gate AS MATERIALIZED (
     -- availability windows, as in JobClaim
     SELECT c.device, c.closes FROM availability_claimable($3::text, $4::text[], now()) AS c(device, closes)
 ), kfree AS MATERIALIZED (
-    SELECT k.k, coalesce(r.running, 0) AS running,
-           -- the limit of the key's first due job, as JobClaimLimitedLock
-           -- judged the key's room by
-           (SELECT j.concurrency_limit FROM jobs j
-            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.rate_limits IS NULL AND j.run_at <= now()
-              AND j.queue = ANY($5::text[])
-              AND (j.device IS NULL OR j.device = ANY($4::text[]))
-            ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
-            LIMIT 1) AS first_limit
-    FROM unnest($6::text[]) AS k(k)
+    -- first_limit: the limit of the key's first due job, by which
+    -- JobClaimLimitedLock judged the key's room (@locked_key_limits, in
+    -- the order of @locked_keys). It only bounds how far the key is
+    -- read: each job is held to its own limit below.
+    SELECT k.k, coalesce(r.running, 0) AS running, ($5::integer[])[k.n] AS first_limit
+    FROM unnest($6::text[]) WITH ORDINALITY AS k(k, n)
     -- counted in one pass for all keys, as in JobClaimLimitedLock
     LEFT JOIN (
         SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
@@ -503,7 +499,7 @@ WITH gate AS MATERIALIZED (
         SELECT w.id, w.queue, w.priority, w.run_at, w.concurrency_limit, row_number() OVER (ORDER BY w.priority, w.run_at, w.id) AS n
         FROM (SELECT j.id, j.queue, j.priority, j.run_at, j.concurrency_limit FROM jobs j
               WHERE j.state = 'pending' AND j.concurrency_key = kfree.k AND j.rate_limits IS NULL AND j.run_at <= now()
-                AND j.queue = ANY($5::text[])
+                AND j.queue = ANY($7::text[])
                 AND (j.device IS NULL OR j.device = ANY($4::text[]))
                 AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
                               FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
@@ -513,7 +509,7 @@ WITH gate AS MATERIALIZED (
               ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
               -- Read only as far as the key has room (by its first job's
               -- limit), not @max jobs of every key to keep one or two.
-              LIMIT LEAST($7::integer, GREATEST(kfree.first_limit - kfree.running, 0))) w
+              LIMIT LEAST($8::integer, GREATEST(kfree.first_limit - kfree.running, 0))) w
     ) p
     WHERE kfree.running + p.n <= p.concurrency_limit
     UNION ALL
@@ -527,7 +523,7 @@ WITH gate AS MATERIALIZED (
           AND coalesce((SELECT availability_fits(win.closes, j.timeout_ms, now())
                         FROM win WHERE win.device IS NOT DISTINCT FROM j.device LIMIT 1), false)
         ORDER BY j.priority, j.run_at, j.id
-        LIMIT LEAST(GREATEST(qfree.free, 0), $7)
+        LIMIT LEAST(GREATEST(qfree.free, 0), $8)
     ) p
 ), chosen AS MATERIALIZED (
     SELECT r.id FROM (
@@ -536,7 +532,7 @@ WITH gate AS MATERIALIZED (
     ) r LEFT JOIN qfree ON qfree.name = r.queue
     WHERE qfree.name IS NULL OR r.qn <= qfree.free
     ORDER BY r.priority, r.run_at, r.id
-    LIMIT $7
+    LIMIT $8
 ), stamp AS MATERIALIZED (
     -- When the attempts start: as the jobs are taken, after the counts
     -- above and any wait for the gate, not when the transaction began
@@ -549,18 +545,18 @@ WITH gate AS MATERIALIZED (
     SET state = 'running',
         attempt = j.attempt + 1,
         lease_owner = $3::text,
-        lease_ms = $8::integer,
+        lease_ms = $9::integer,
         lease_token = lease_token_next(),
         heartbeat_at = (SELECT at FROM stamp),
         attempt_started_at = (SELECT at FROM stamp),
-        handover_pending = $9::integer IS NOT NULL,
-        lease_until = (SELECT at FROM stamp) + LEAST($8::integer, j.timeout_ms, $9::integer) * interval '1 millisecond'
+        handover_pending = $10::integer IS NOT NULL,
+        lease_until = (SELECT at FROM stamp) + LEAST($9::integer, j.timeout_ms, $10::integer) * interval '1 millisecond'
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen)) AND j.state = 'pending'
       AND ($1::bigint IS NULL OR EXISTS (SELECT 1 FROM gate))
     RETURNING j.id, j.kind, j.queue, j.priority, j.payload, j.app, j.device, j.state, j.attempt, j.max_attempts, j.counted_attempts, j.run_at, j.lease_owner, j.lease_until, j.lease_token, j.lease_ms, j.heartbeat_at, j.attempt_started_at, j.timeout_ms, j.cancel_requested, j.idempotency_key, j.backoff_base_ms, j.backoff_max_ms, j.last_error, j.result, j.created_at, j.finished_at, j.concurrency_key, j.concurrency_limit, j.schedule, j.handover_pending, j.checkpoint, j.checkpoint_step, j.checkpoint_attempt, j.checkpoint_at, j.max_cost, j.max_steps, j.cost_spent_micros, j.steps_spent, j.rate_limits, j.failure_group
 ), wake AS (
-    SELECT pg_notify('leasehold_reaper', min(LEAST($8::integer, timeout_ms, $9::integer))::text) AS sent
-    FROM claimed HAVING min(LEAST($8::integer, timeout_ms, $9::integer)) < $10::integer
+    SELECT pg_notify('leasehold_reaper', min(LEAST($9::integer, timeout_ms, $10::integer))::text) AS sent
+    FROM claimed HAVING min(LEAST($9::integer, timeout_ms, $10::integer)) < $11::integer
 ), resumed AS (
     -- An attempt that receives a checkpoint resumes from it: the
     -- timeline says from which step (SPEC "Checkpoints"). A column test
@@ -574,16 +570,17 @@ SELECT claimed.id, claimed.kind, claimed.queue, claimed.priority, claimed.payloa
 `
 
 type JobClaimLimitedParams struct {
-	TokenID      *int64
-	LockedQueues []string
-	WorkerID     string
-	Devices      []string
-	Queues       []string
-	LockedKeys   []string
-	Max          int32
-	LeaseMs      int32
-	HandoverMs   *int32
-	WakeBelowMs  int32
+	TokenID         *int64
+	LockedQueues    []string
+	WorkerID        string
+	Devices         []string
+	LockedKeyLimits []int32
+	LockedKeys      []string
+	Queues          []string
+	Max             int32
+	LeaseMs         int32
+	HandoverMs      *int32
+	WakeBelowMs     int32
 }
 
 type JobClaimLimitedRow struct {
@@ -649,8 +646,9 @@ func (q *Queries) JobClaimLimited(ctx context.Context, arg JobClaimLimitedParams
 		arg.LockedQueues,
 		arg.WorkerID,
 		arg.Devices,
-		arg.Queues,
+		arg.LockedKeyLimits,
 		arg.LockedKeys,
+		arg.Queues,
 		arg.Max,
 		arg.LeaseMs,
 		arg.HandoverMs,
@@ -812,12 +810,12 @@ WITH RECURSIVE keys(k) AS (
     -- A key that looks full (read without its lock: JobClaimLimited
     -- counts again under it) is not locked, so that it neither holds back
     -- the keys behind it nor makes other claimers wait for nothing.
-    SELECT firsts.k, firsts.priority, firsts.run_at, firsts.id
+    SELECT firsts.k, firsts.priority, firsts.run_at, firsts.id, firsts.concurrency_limit
     -- Each key's running jobs counted in one pass for all keys: a count
     -- per key, which the planner may run through jobs_running_id_idx,
     -- read every running job's entry once per key, and in a transaction
-    -- that has just completed jobs, their entries too (9 buffer touches
-    -- a key instead of 3).
+    -- that has just completed jobs, their entries too (measured: 9 to 29
+    -- buffer touches a key, against 3 through jobs_running_keyed_idx).
     FROM firsts LEFT JOIN (
         SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
         WHERE r.state = 'running' AND r.concurrency_key = ANY (ARRAY(SELECT k FROM firsts))
@@ -827,19 +825,20 @@ WITH RECURSIVE keys(k) AS (
     ORDER BY firsts.priority, firsts.run_at, firsts.id
     LIMIT $4
 ), limits AS MATERIALIZED (
-    SELECT CASE WHEN s.paused THEN 'paused'
+    SELECT NULL::integer AS first_limit,
+           CASE WHEN s.paused THEN 'paused'
                 WHEN (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) < s.max_running THEN 'queue'
                 ELSE 'full' END AS scope,
            s.name
     FROM queue_settings s
     WHERE s.name = ANY($3::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
-    SELECT 'key', k FROM due_keys
+    SELECT concurrency_limit, 'key', k FROM due_keys
     UNION ALL
     -- Not a limit: whether a due job of these queues names rate-limit
     -- keys none of which is spent, as JobClaimLimitedAny's rated (the
     -- claimer then claims them, queue/ratelimit.go).
-    SELECT 'rated', ''
+    SELECT NULL, 'rated', ''
     WHERE (COALESCE((SELECT true FROM jobs
                      WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
                      ORDER BY queue, priority, run_at, id LIMIT 1), false)
@@ -857,7 +856,10 @@ WITH RECURSIVE keys(k) AS (
 )
 SELECT scope::text AS scope, name::text AS name,
        (CASE WHEN scope IN ('paused', 'full', 'rated') THEN true
-             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
+             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked,
+       -- a key's: the concurrency_limit of its first due job, by which its
+       -- room was judged (JobClaimLimited reads the key that far)
+       coalesce(first_limit, 0)::integer AS first_limit
 FROM limits
 `
 
@@ -869,9 +871,10 @@ type JobClaimLimitedLockParams struct {
 }
 
 type JobClaimLimitedLockRow struct {
-	Scope  string
-	Name   string
-	Locked bool
+	Scope      string
+	Name       string
+	Locked     bool
+	FirstLimit int32
 }
 
 // The first statement of a limited claim, in the claimer's transaction:
@@ -917,7 +920,12 @@ func (q *Queries) JobClaimLimitedLock(ctx context.Context, arg JobClaimLimitedLo
 	var items []JobClaimLimitedLockRow
 	for rows.Next() {
 		var i JobClaimLimitedLockRow
-		if err := rows.Scan(&i.Scope, &i.Name, &i.Locked); err != nil {
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Name,
+			&i.Locked,
+			&i.FirstLimit,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

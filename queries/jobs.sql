@@ -284,12 +284,12 @@ WITH RECURSIVE keys(k) AS (
     -- A key that looks full (read without its lock: JobClaimLimited
     -- counts again under it) is not locked, so that it neither holds back
     -- the keys behind it nor makes other claimers wait for nothing.
-    SELECT firsts.k, firsts.priority, firsts.run_at, firsts.id
+    SELECT firsts.k, firsts.priority, firsts.run_at, firsts.id, firsts.concurrency_limit
     -- Each key's running jobs counted in one pass for all keys: a count
     -- per key, which the planner may run through jobs_running_id_idx,
     -- read every running job's entry once per key, and in a transaction
-    -- that has just completed jobs, their entries too (9 buffer touches
-    -- a key instead of 3).
+    -- that has just completed jobs, their entries too (measured: 9 to 29
+    -- buffer touches a key, against 3 through jobs_running_keyed_idx).
     FROM firsts LEFT JOIN (
         SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r
         WHERE r.state = 'running' AND r.concurrency_key = ANY (ARRAY(SELECT k FROM firsts))
@@ -299,19 +299,20 @@ WITH RECURSIVE keys(k) AS (
     ORDER BY firsts.priority, firsts.run_at, firsts.id
     LIMIT @max
 ), limits AS MATERIALIZED (
-    SELECT CASE WHEN s.paused THEN 'paused'
+    SELECT NULL::integer AS first_limit,
+           CASE WHEN s.paused THEN 'paused'
                 WHEN (SELECT coalesce(sum(r.running), 0)::bigint FROM queue_running r WHERE r.queue = s.name) < s.max_running THEN 'queue'
                 ELSE 'full' END AS scope,
            s.name
     FROM queue_settings s
     WHERE s.name = ANY(@queues::text[]) AND (s.paused OR s.max_running IS NOT NULL)
     UNION ALL
-    SELECT 'key', k FROM due_keys
+    SELECT concurrency_limit, 'key', k FROM due_keys
     UNION ALL
     -- Not a limit: whether a due job of these queues names rate-limit
     -- keys none of which is spent, as JobClaimLimitedAny's rated (the
     -- claimer then claims them, queue/ratelimit.go).
-    SELECT 'rated', ''
+    SELECT NULL, 'rated', ''
     WHERE (COALESCE((SELECT true FROM jobs
                      WHERE state = 'pending' AND rate_limits IS NOT NULL AND concurrency_key IS NULL
                      ORDER BY queue, priority, run_at, id LIMIT 1), false)
@@ -329,7 +330,10 @@ WITH RECURSIVE keys(k) AS (
 )
 SELECT scope::text AS scope, name::text AS name,
        (CASE WHEN scope IN ('paused', 'full', 'rated') THEN true
-             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked
+             ELSE pg_try_advisory_xact_lock(hashtextextended('leasehold:limit:' || scope || ':' || name, 0)) END)::boolean AS locked,
+       -- a key's: the concurrency_limit of its first due job, by which its
+       -- room was judged (JobClaimLimited reads the key that far)
+       coalesce(first_limit, 0)::integer AS first_limit
 FROM limits;
 
 -- name: JobClaimLimited :many
@@ -359,16 +363,12 @@ WITH gate AS MATERIALIZED (
     -- availability windows, as in JobClaim
     SELECT c.device, c.closes FROM availability_claimable(@worker_id::text, @devices::text[], now()) AS c(device, closes)
 ), kfree AS MATERIALIZED (
-    SELECT k.k, coalesce(r.running, 0) AS running,
-           -- the limit of the key's first due job, as JobClaimLimitedLock
-           -- judged the key's room by
-           (SELECT j.concurrency_limit FROM jobs j
-            WHERE j.state = 'pending' AND j.concurrency_key = k.k AND j.rate_limits IS NULL AND j.run_at <= now()
-              AND j.queue = ANY(@queues::text[])
-              AND (j.device IS NULL OR j.device = ANY(@devices::text[]))
-            ORDER BY j.concurrency_key, j.priority, j.run_at, j.id
-            LIMIT 1) AS first_limit
-    FROM unnest(@locked_keys::text[]) AS k(k)
+    -- first_limit: the limit of the key's first due job, by which
+    -- JobClaimLimitedLock judged the key's room (@locked_key_limits, in
+    -- the order of @locked_keys). It only bounds how far the key is
+    -- read: each job is held to its own limit below.
+    SELECT k.k, coalesce(r.running, 0) AS running, (@locked_key_limits::integer[])[k.n] AS first_limit
+    FROM unnest(@locked_keys::text[]) WITH ORDINALITY AS k(k, n)
     -- counted in one pass for all keys, as in JobClaimLimitedLock
     LEFT JOIN (
         SELECT r.concurrency_key AS k, count(*) AS running FROM jobs r

@@ -56,7 +56,7 @@ func TestAttemptStartsWhenItsClaimTakesIt(t *testing.T) {
 		defer func() { _ = tx.Rollback(context.Background()) }()
 		rows, err := db.New(tx).JobClaimLimited(f.ctx, db.JobClaimLimitedParams{
 			TokenID: &tok.ID, WorkerID: "stamp", Devices: []string{}, Queues: []string{"default"},
-			LockedKeys: []string{"pixel-k"}, Max: 10, LeaseMs: 60_000, WakeBelowMs: 1,
+			LockedKeys: []string{"pixel-k"}, LockedKeyLimits: []int32{1}, Max: 10, LeaseMs: 60_000, WakeBelowMs: 1,
 		})
 		if err != nil {
 			return nil, err

@@ -155,6 +155,7 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 		return out, fmt.Errorf("locking limits: %w", err)
 	}
 	var queues, keys, closed []string
+	var keyLimits []int32
 	for _, l := range held {
 		if l.Scope == "rated" {
 			out.rated = true
@@ -173,6 +174,7 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 			queues = append(queues, l.Name)
 		case l.Scope == "key":
 			keys = append(keys, l.Name)
+			keyLimits = append(keyLimits, l.FirstLimit)
 		}
 	}
 	var jobs []Job
@@ -184,7 +186,7 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 	if len(queues) > 0 || len(keys) > 0 {
 		// Committed with this batch unless free jobs may follow.
 		rows, _, err := db.JobClaimLimitedSend(ctx, conn, &db.JobClaimLimitedParams{
-			LockedQueues: append([]string{}, queues...), LockedKeys: append([]string{}, keys...),
+			LockedQueues: append([]string{}, queues...), LockedKeys: append([]string{}, keys...), LockedKeyLimits: append([]int32{}, keyLimits...),
 			Queues: p.Queues, Devices: append([]string{}, p.Devices...), Max: int32(limit),
 			WorkerID: p.WorkerID, LeaseMs: int32(lease / time.Millisecond), WakeBelowMs: int32(reaperMaxSleep / time.Millisecond),
 			HandoverMs: handoverMs(p.Handover, lease), TokenID: tokenID(p),
