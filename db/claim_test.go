@@ -162,10 +162,11 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 	for i := range 20 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
-	locked := "'{" + strings.Join(keys, ",") + "}'"
+	// each key's limit as the lock statement found it, then the keys
+	locked := "'{" + strings.Repeat("1,", len(keys)-1) + "1}', '{" + strings.Join(keys, ",") + "}'"
 	onFreshAndAnalyzed(t, pool, func(conn *pgxpool.Conn, analyzed bool) {
-		out, claimed := explainGeneric(t, conn, "probe_limited(bigint, text[], text, text[], text[], text[], integer, integer, integer, integer)",
-			db.JobClaimLimitedSQL, "(NULL, '{capped}', 'w1', '{}', '{capped,keyed}', "+locked+", 100, 30000, NULL, 5000)")
+		out, claimed := explainGeneric(t, conn, limitedProbe,
+			db.JobClaimLimitedSQL, "(NULL, '{capped}', 'w1', '{}', "+locked+", '{capped,keyed}', 100, 30000, NULL, 5000)")
 		if claimed != 30 {
 			t.Fatalf("analyzed %v: the claim took %d jobs, want 10 capped and one per key", analyzed, claimed)
 		}
@@ -175,6 +176,73 @@ func TestLimitedClaimReadsOnlyWhatItTakes(t *testing.T) {
 			t.Logf("analyzed %v: at most %d rows (%s)", analyzed, rows, what)
 		}
 	})
+}
+
+// limitedProbe is JobClaimLimited's parameters, in order, for PREPARE.
+const limitedProbe = "probe_limited(bigint, text[], text, text[], integer[], text[], text[], integer, integer, integer, integer)"
+
+// A round of a keyed drain (CompleteManyThenClaim) completes one running
+// job of each key and then, in the same transaction, locks the keys and
+// claims their next jobs, while 1,000 jobs of another queue run. Both
+// statements count the keys' running jobs, once for all of them: counted
+// key by key, on a table analyzed while nothing ran, the planner went
+// through jobs_running_id_idx and read every running job, and the jobs
+// just completed, once per key.
+func TestKeyedRoundCountsEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	const keys = 50
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`
+		INSERT INTO jobs (kind, concurrency_key, concurrency_limit)
+		SELECT 't', 'k' || (i %% %d), 1 FROM generate_series(1, 2000) i;
+		ANALYZE jobs;
+		UPDATE jobs SET state = 'running', attempt = 1, lease_owner = 'w0', lease_ms = 60000, lease_token = 1,
+		       heartbeat_at = now(), attempt_started_at = now(), lease_until = now() + interval '1 minute'
+		WHERE id IN (SELECT min(id) FROM jobs GROUP BY concurrency_key);
+		INSERT INTO jobs (kind, queue, state, attempt, lease_owner, lease_ms, lease_token, heartbeat_at, attempt_started_at, lease_until)
+		SELECT 't', 'other', 'running', 1, 'w0', 60000, 1, now(), now(), now() + interval '1 minute'
+		FROM generate_series(1, 1000)`, keys)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var names []string
+	for i := range keys {
+		names = append(names, fmt.Sprintf("k%d", i))
+	}
+	completed := `UPDATE jobs SET state = 'succeeded', finished_at = now() WHERE state = 'running' AND concurrency_key IS NOT NULL`
+	for _, c := range []struct {
+		name, probe, statement, args string
+		want                         int // jobs running after it
+	}{
+		{"lock", "probe_lock(text, text[], text[], integer)", db.JobClaimLimitedLockSQL,
+			"('w1', '{}', '{default}', 100)", 1000},
+		{"claim", limitedProbe, db.JobClaimLimitedSQL,
+			"(NULL, '{}', 'w1', '{}', '{" + strings.Repeat("1,", keys-1) + "1}', '{" + strings.Join(names, ",") + "}', '{default}', 100, 30000, NULL, 5000)", 1000 + keys},
+	} {
+		out, running := explainGeneric(t, conn, c.probe, c.statement, c.args, completed)
+		if running != c.want {
+			t.Fatalf("%s: %d jobs running after it, want %d", c.name, running, c.want)
+		}
+		var plan []struct {
+			Plan struct {
+				Hit  int `json:"Shared Hit Blocks"`
+				Read int `json:"Shared Read Blocks"`
+			}
+		}
+		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
+			t.Fatalf("reading the plan: %v: %s", err, out)
+		}
+		touched := plan[0].Plan.Hit + plan[0].Plan.Read
+		t.Logf("%s: %d buffer touches for %d keys", c.name, touched, keys)
+		if touched > 30*keys {
+			t.Errorf("%s: %d buffer touches for %d keys, want at most %d", c.name, touched, keys, 30*keys)
+		}
+	}
 }
 
 // Rate-limited jobs under a cap or a concurrency key are read only as far
@@ -250,9 +318,10 @@ func onFreshAndAnalyzed(t *testing.T, pool *pgxpool.Pool, probe func(conn *pgxpo
 
 // explainGeneric prepares statement as probe (its name and parameter
 // types) on conn, runs it once with args on its generic plan under
-// EXPLAIN (ANALYZE) in a transaction it rolls back, and returns the plan
-// and how many jobs were running after it.
-func explainGeneric(t *testing.T, conn *pgxpool.Conn, probe, statement, args string) (plan []byte, running int) {
+// EXPLAIN (ANALYZE, BUFFERS) in a transaction it rolls back, after the
+// statements before in that transaction, and returns the plan and how
+// many jobs were running after it.
+func explainGeneric(t *testing.T, conn *pgxpool.Conn, probe, statement, args string, before ...string) (plan []byte, running int) {
 	t.Helper()
 	ctx := context.Background()
 	name, _, _ := strings.Cut(probe, "(")
@@ -272,7 +341,12 @@ func explainGeneric(t *testing.T, conn *pgxpool.Conn, probe, statement, args str
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+name+args).Scan(&plan); err != nil {
+	for _, sql := range before {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE "+name+args).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE state = 'running'").Scan(&running); err != nil {
