@@ -72,6 +72,15 @@ type completer struct {
 	offered     atomic.Bool
 	claimed     chan offerAnswer
 	claimParams func() (queue.ClaimParams, bool)
+	// awaiting is set while the worker has an answer that leaves it short
+	// and has not yet said whether it offers again; decided says it has.
+	// The next batch waits for that (awaitDecision), so that it does not
+	// leave without the offer only because the worker had not yet taken
+	// the answer: written without a claim, its completions would be
+	// announced, and the worker would claim their room by a transaction of
+	// its own.
+	awaiting atomic.Bool
+	decided  chan struct{}
 }
 
 // offerAnswer is what a batch that took the worker's offer claimed,
@@ -87,7 +96,7 @@ type offerAnswer struct {
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log,
 		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1),
-		claimed: make(chan offerAnswer, 1)}
+		claimed: make(chan offerAnswer, 1), decided: make(chan struct{}, 1)}
 }
 
 // offer asks the next batch written to claim for the worker in its
@@ -99,6 +108,35 @@ func (cp *completer) offer() {
 // answer hands a to the worker.
 func (cp *completer) answer(a offerAnswer) {
 	cp.claimed <- a
+}
+
+// answered tells the completer that the worker took its answer and, if
+// it still waits for room, offered again.
+func (cp *completer) answered() {
+	cp.awaiting.Store(false)
+	select {
+	case cp.decided <- struct{}{}:
+	default:
+	}
+}
+
+// awaitDecision waits, at most settleWait, until the worker has taken the
+// last answer that left it short.
+func (cp *completer) awaitDecision(ctx context.Context) {
+	if !cp.awaiting.Load() {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	for cp.awaiting.Load() {
+		select {
+		case <-cp.decided:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // retract takes the offer back: false when a batch took it, and its
@@ -129,6 +167,14 @@ func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completio
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	errs, claim, err := cp.client.(completeClaimer).CompleteManyThenClaim(cctx, cs, p)
+	if err == nil && len(claim.Jobs) < p.Limit {
+		// Still short: the worker offers again once it has taken this.
+		select {
+		case <-cp.decided:
+		default:
+		}
+		cp.awaiting.Store(true)
+	}
 	cp.answer(offerAnswer{claim: claim, sent: sent, asked: p.Limit, err: err})
 	return errs, err
 }
@@ -251,6 +297,7 @@ func (cp *completer) gather(batch []completion) []completion {
 func (cp *completer) write(ctx context.Context, batch []completion) {
 	delay := cp.minDelay
 	// The worker's offer, if it made one, goes with the first try.
+	cp.awaitDecision(ctx)
 	claim := cp.takeOffer()
 	defer func() {
 		if claim {

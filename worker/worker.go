@@ -256,6 +256,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		short = short && a.err == nil && len(a.claim.Jobs) < a.asked
 		offered = false
 		launch(a.claim, leaseStart(a.sent, time.Now(), 0), again && short)
+		w.completer.answered()
 		if a.err != nil && ctx.Err() == nil {
 			w.claimLog.failed(a.err)
 		}
