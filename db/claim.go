@@ -116,17 +116,26 @@ func JobCompleteThenClaimBegin(ctx context.Context, conn Batcher, done JobComple
 }
 
 // JobLimitsFreedCommit commits a claim begun by JobCompleteThenClaimBegin,
-// whose completions were quiet: it first announces the room they left
-// under caps (counted, the queues that have fewer running jobs than
-// before) and keys (keyed, the queues of such keys), as JobCompleteMany
-// announces what it frees.
-func JobLimitsFreedCommit(ctx context.Context, conn Batcher, counted, keyed []string) error {
+// whose completions were quiet, in one round trip: it claims free jobs
+// (free, unless nil), announces the room the completions left under caps
+// (counted, the queues that have fewer running jobs than before) and keys
+// (keyed, the queues of such keys), as JobCompleteMany announces what it
+// frees, and commits. Free jobs take no such room (they have no key, and
+// JobClaim takes none of a capped queue), so what to announce is known
+// before they are claimed.
+func JobLimitsFreedCommit(ctx context.Context, conn Batcher, free *JobClaimParams, counted, keyed []string) (frows []JobClaimRow, err error) {
 	b := &pgx.Batch{}
+	if free != nil {
+		queueQuery(ctx, b, func(q *Queries) ([]JobClaimRow, error) { return q.JobClaim(ctx, *free) }, &frows)
+	}
 	if len(counted) > 0 || len(keyed) > 0 {
 		b.Queue("SELECT job_limits_freed($1::text[], false), job_limits_freed($2::text[], true)", counted, keyed)
 	}
 	b.Queue("COMMIT")
-	return conn.SendBatch(ctx, b).Close()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return frows, nil
 }
 
 // JobClaimLimitedSend sends the next statements of a limited claim begun

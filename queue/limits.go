@@ -207,17 +207,23 @@ func (c *Client) claimLimitedOnce(ctx context.Context, p ClaimParams, limit int,
 		fp := c.claimParams(f, limit-len(jobs), lease)
 		free = &fp
 	}
-	_, rows, err := db.JobClaimLimitedSend(ctx, conn, nil, free, !quiet)
+	if quiet {
+		// The free claim goes with the announcement and the COMMIT: it
+		// takes no room the completions freed (leftFree), so one round
+		// trip of the completions' round is saved.
+		counted, keyed := leftFree(*completed, jobs)
+		rows, err := db.JobLimitsFreedCommit(ctx, conn, free, counted, keyed)
+		if err != nil {
+			return limitedClaim{limits: out.limits}, fmt.Errorf("completing jobs: %w", err)
+		}
+		out.jobs = append(jobs, toJobs(rows)...)
+		return out, nil
+	}
+	_, rows, err := db.JobClaimLimitedSend(ctx, conn, nil, free, true)
 	if err != nil {
 		return limitedClaim{limits: out.limits}, fmt.Errorf("claiming jobs: %w", err)
 	}
 	out.jobs = append(jobs, toJobs(rows)...)
-	if quiet {
-		counted, keyed := leftFree(*completed, out.jobs)
-		if err := db.JobLimitsFreedCommit(ctx, conn, counted, keyed); err != nil {
-			return limitedClaim{limits: out.limits}, fmt.Errorf("completing jobs: %w", err)
-		}
-	}
 	return out, nil
 }
 
