@@ -40,7 +40,7 @@ type completion struct {
 // a busy one commits once per batch instead of once per job. A lone
 // completion while other jobs of the worker still run waits
 // firstCompanyWait for company, and a batch stops waiting once no job
-// runs any more (none can join it): jobs claimed together end together,
+// can join it any more (joining): jobs claimed together end together,
 // and one write of them all frees a capped queue's room at once, for
 // one claim to fill, instead of a write (and a claim) for the first of
 // them and another for the rest.
@@ -56,8 +56,16 @@ type completer struct {
 	log    *slog.Logger
 	// minDelay and maxDelay bound the backoff between tries.
 	minDelay, maxDelay time.Duration
-	// executing counts the worker's jobs whose executors have not ended.
-	executing atomic.Int64
+	// linger is completionLinger but in tests.
+	linger time.Duration
+	// executing counts the worker's jobs whose executors have not ended;
+	// joining, those that may still hand over a completion (executing, or
+	// ended and not yet handed over). A batch gathers while any is
+	// joining: counting executing jobs alone, a batch left in the moment
+	// between a job's end and the hand-over of its completion, which then
+	// went in the next batch, and a keyed drain's rounds split in two
+	// that never joined again.
+	executing, joining atomic.Int64
 	// pending counts completions handed over and not yet written, and
 	// written hears when a batch was.
 	pending atomic.Int64
@@ -95,7 +103,7 @@ type offerAnswer struct {
 
 func newCompleter(client Backend, capacity int, log *slog.Logger) *completer {
 	return &completer{client: client, in: make(chan completion, capacity), log: log,
-		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, written: make(chan struct{}, 1),
+		minDelay: 50 * time.Millisecond, maxDelay: 2 * time.Second, linger: completionLinger, written: make(chan struct{}, 1),
 		claimed: make(chan offerAnswer, 1), decided: make(chan struct{}, 1)}
 }
 
@@ -180,13 +188,16 @@ func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completio
 }
 
 // complete hands c to the writer and waits for its outcome, at most until
-// ctx ends; the writer gives c up when ctx ends.
-func (cp *completer) complete(ctx context.Context, c queue.Completion) error {
+// ctx ends; the writer gives c up when ctx ends. handed is called once c
+// is handed over (or given up).
+func (cp *completer) complete(ctx context.Context, c queue.Completion, handed func()) error {
 	reply := make(chan error, 1)
 	cp.pending.Add(1)
 	select {
 	case cp.in <- completion{Completion: c, ctx: ctx, reply: reply}:
+		handed()
 	case <-ctx.Done():
+		handed()
 		cp.pending.Add(-1)
 		return ctx.Err()
 	}
@@ -258,26 +269,26 @@ func (cp *completer) gather(batch []completion) []completion {
 		case c := <-cp.in:
 			batch = append(batch, c)
 			if linger == nil {
-				linger = time.After(completionLinger)
+				linger = time.After(cp.linger)
 			}
 			continue
 		default:
 		}
 		if linger == nil {
-			if cp.executing.Load() == 0 {
-				return batch
+			if cp.joining.Load() == 0 {
+				return cp.drain(batch)
 			}
 			select {
 			case c := <-cp.in:
 				batch = append(batch, c)
-				linger = time.After(completionLinger)
+				linger = time.After(cp.linger)
 				continue
 			case <-time.After(firstCompanyWait):
 				return batch
 			}
 		}
-		if cp.executing.Load() == 0 {
-			return batch
+		if cp.joining.Load() == 0 {
+			return cp.drain(batch)
 		}
 		if check == nil {
 			check = time.NewTicker(completionCheck)
@@ -287,6 +298,20 @@ func (cp *completer) gather(batch []completion) []completion {
 			batch = append(batch, c)
 		case <-check.C:
 		case <-linger:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drain adds to batch what is queued: a completion handed over just
+// before the last job stopped joining.
+func (cp *completer) drain(batch []completion) []completion {
+	for len(batch) < maxCompletionBatch {
+		select {
+		case c := <-cp.in:
+			batch = append(batch, c)
+		default:
 			return batch
 		}
 	}

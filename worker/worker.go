@@ -229,6 +229,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	launch := func(claim Claim, start time.Time, offer bool) {
 		inflight += len(claim.Jobs)
 		w.completer.executing.Add(int64(len(claim.Jobs)))
+		w.completer.joining.Add(int64(len(claim.Jobs)))
 		if offer {
 			offered = true
 			w.completer.offer()
@@ -243,9 +244,12 @@ func (w *Worker) Run(ctx context.Context) error {
 					})
 				}
 				defer free()
+				var handedOnce sync.Once
+				handed := func() { handedOnce.Do(func() { w.completer.joining.Add(-1) }) }
+				defer handed()
 				// Each job in its own goroutine: the hand-overs of one
 				// claim are confirmed at once, not one after another.
-				w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free)
+				w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free, handed)
 				w.checkDevice() // after each job
 			})
 		}
@@ -406,7 +410,10 @@ func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
 // job while this one's outcome is still being written, so claims and
 // completions overlap instead of taking turns (the lease stays held, and
 // fenced, until the outcome is written).
-func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, handover bool, free func()) {
+//
+// handed is called once the job will hand the completer nothing more: its
+// completion is handed over, or it ends otherwise (completer.joining).
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, handover bool, free, handed func()) {
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	jl := &jobLog{base: w.log, job: job}
@@ -430,6 +437,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		if cancelled {
 			// Asked to stop before it started: end it cancelled unrun.
 			free()
+			handed()
 			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 			defer cancel()
 			if err := w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr }); err != nil {
@@ -456,6 +464,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			wakeUp(w.presenceNow)
 			validUntil = beat.end()
 			free()
+			handed()
 			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 			defer cancel()
 			if err := w.retry(ctx, "release", func(ctx context.Context) error { _, rerr := w.backend.Release(ctx, lease); return rerr }); err != nil {
@@ -492,6 +501,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	}
 	validUntil = beat.end()
 	free()
+	if err != nil || errors.Is(cause, errLeaseLost) {
+		handed() // no completion follows
+	}
 	if errors.Is(cause, errLeaseLost) {
 		rep.uploads.abandon()
 		jl.get().Warn("job stopped: lease lost; writing nothing")
@@ -510,7 +522,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	case err == nil:
 		werr = queue.CheckResult(result) // the rule the queue applies, before anything is sent
 		if werr == nil {
-			werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result})
+			werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result}, handed)
+		} else {
+			handed()
 		}
 		if refused(werr) {
 			// A result the queue will never take: end the attempt with the
