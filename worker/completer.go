@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,11 +61,13 @@ type completer struct {
 	linger time.Duration
 	// executing counts the worker's jobs whose executors have not ended;
 	// joining, those that may still hand over a completion (executing, or
-	// ended and not yet handed over). A batch gathers while any is
-	// joining: counting executing jobs alone, a batch left in the moment
-	// between a job's end and the hand-over of its completion, which then
-	// went in the next batch, and a keyed drain's rounds split in two
-	// that never joined again.
+	// ended with a completion the writer has not yet received): the
+	// writer takes one off for each completion it receives (take), and a
+	// job from which none will come takes itself off. A batch gathers
+	// while any is joining: counting executing jobs alone, a batch left in
+	// the moment between a job's end and the hand-over of its completion,
+	// which then went in the next batch, and a keyed drain's rounds split
+	// in two that never joined again.
 	executing, joining atomic.Int64
 	// pending counts completions handed over and not yet written, and
 	// written hears when a batch was.
@@ -187,17 +190,34 @@ func (cp *completer) completeThenClaim(ctx context.Context, cs []queue.Completio
 	return errs, err
 }
 
+// joiner is one job's place in completer.joining, left once: by out, when
+// no completion will come from the job, or by the writer receiving its
+// completion (take), after which handedOver only marks it left.
+type joiner struct {
+	cp   *completer
+	once sync.Once
+}
+
+// join counts a job about to start in joining.
+func (cp *completer) join() *joiner {
+	cp.joining.Add(1)
+	return &joiner{cp: cp}
+}
+
+func (j *joiner) out()        { j.once.Do(func() { j.cp.joining.Add(-1) }) }
+func (j *joiner) handedOver() { j.once.Do(func() {}) }
+
 // complete hands c to the writer and waits for its outcome, at most until
-// ctx ends; the writer gives c up when ctx ends. handed is called once c
-// is handed over (or given up).
-func (cp *completer) complete(ctx context.Context, c queue.Completion, handed func()) error {
+// ctx ends; the writer gives c up when ctx ends. The writer counts c's job
+// out of joining when it receives c; if c is never handed over, j does.
+func (cp *completer) complete(ctx context.Context, c queue.Completion, j *joiner) error {
 	reply := make(chan error, 1)
 	cp.pending.Add(1)
 	select {
 	case cp.in <- completion{Completion: c, ctx: ctx, reply: reply}:
-		handed()
+		j.handedOver()
 	case <-ctx.Done():
-		handed()
+		j.out()
 		cp.pending.Add(-1)
 		return ctx.Err()
 	}
@@ -217,7 +237,7 @@ func (cp *completer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-cp.in:
-			batch = append(batch, c)
+			batch = cp.take(batch, c)
 		}
 		batch = cp.gather(batch)
 		cp.write(ctx, batch)
@@ -267,7 +287,7 @@ func (cp *completer) gather(batch []completion) []completion {
 	for len(batch) < maxCompletionBatch {
 		select {
 		case c := <-cp.in:
-			batch = append(batch, c)
+			batch = cp.take(batch, c)
 			if linger == nil {
 				linger = time.After(cp.linger)
 			}
@@ -276,11 +296,11 @@ func (cp *completer) gather(batch []completion) []completion {
 		}
 		if linger == nil {
 			if cp.joining.Load() == 0 {
-				return cp.drain(batch)
+				return batch
 			}
 			select {
 			case c := <-cp.in:
-				batch = append(batch, c)
+				batch = cp.take(batch, c)
 				linger = time.After(cp.linger)
 				continue
 			case <-time.After(firstCompanyWait):
@@ -288,14 +308,14 @@ func (cp *completer) gather(batch []completion) []completion {
 			}
 		}
 		if cp.joining.Load() == 0 {
-			return cp.drain(batch)
+			return batch
 		}
 		if check == nil {
 			check = time.NewTicker(completionCheck)
 		}
 		select {
 		case c := <-cp.in:
-			batch = append(batch, c)
+			batch = cp.take(batch, c)
 		case <-check.C:
 		case <-linger:
 			return batch
@@ -304,18 +324,10 @@ func (cp *completer) gather(batch []completion) []completion {
 	return batch
 }
 
-// drain adds to batch what is queued: a completion handed over just
-// before the last job stopped joining.
-func (cp *completer) drain(batch []completion) []completion {
-	for len(batch) < maxCompletionBatch {
-		select {
-		case c := <-cp.in:
-			batch = append(batch, c)
-		default:
-			return batch
-		}
-	}
-	return batch
+// take adds c, just received, to batch: its job no longer joins.
+func (cp *completer) take(batch []completion, c completion) []completion {
+	cp.joining.Add(-1)
+	return append(batch, c)
 }
 
 // write writes batch, retrying while the failure is transient.

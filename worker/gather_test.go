@@ -20,9 +20,9 @@ func TestBatchWaitsForJobsStillHandingOver(t *testing.T) {
 	done := func(id int64) completion {
 		return completion{Completion: queue.Completion{Lease: queue.Lease{JobID: id}}, ctx: t.Context()}
 	}
-	// Three jobs: two handed over, one whose executor has ended (executing
-	// 0) and whose completion is still on its way.
-	cp.joining.Store(1)
+	// Three jobs: one received, one handed over, one whose executor has
+	// ended (executing 0) and whose completion is still on its way.
+	cp.joining.Store(2)
 	cp.in <- done(2)
 	got := make(chan []completion, 1)
 	go func() { got <- cp.gather([]completion{done(1)}) }()
@@ -32,7 +32,6 @@ func TestBatchWaitsForJobsStillHandingOver(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	cp.in <- done(3)
-	cp.joining.Add(-1)
 	select {
 	case b := <-got:
 		if len(b) != 3 {

@@ -229,12 +229,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	launch := func(claim Claim, start time.Time, offer bool) {
 		inflight += len(claim.Jobs)
 		w.completer.executing.Add(int64(len(claim.Jobs)))
-		w.completer.joining.Add(int64(len(claim.Jobs)))
 		if offer {
 			offered = true
 			w.completer.offer()
 		}
 		for _, job := range claim.Jobs {
+			j := w.completer.join()
 			jobsWG.Go(func() {
 				var once sync.Once
 				free := func() {
@@ -244,12 +244,10 @@ func (w *Worker) Run(ctx context.Context) error {
 					})
 				}
 				defer free()
-				var handedOnce sync.Once
-				handed := func() { handedOnce.Do(func() { w.completer.joining.Add(-1) }) }
-				defer handed()
+				defer j.out()
 				// Each job in its own goroutine: the hand-overs of one
 				// claim are confirmed at once, not one after another.
-				w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free, handed)
+				w.run(jobsCtx, job.Job, start.Add(min(job.Remaining, w.cfg.Lease)), claim.Handover, free, j)
 				w.checkDevice() // after each job
 			})
 		}
@@ -411,9 +409,9 @@ func leaseStart(sent, received time.Time, waited time.Duration) time.Time {
 // completions overlap instead of taking turns (the lease stays held, and
 // fenced, until the outcome is written).
 //
-// handed is called once the job will hand the completer nothing more: its
-// completion is handed over, or it ends otherwise (completer.joining).
-func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, handover bool, free, handed func()) {
+// j leaves completer.joining once no completion will come from the job,
+// or its completion is handed over.
+func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Time, handover bool, free func(), j *joiner) {
 	claimedAt := time.Now()
 	lease := queue.Lease{JobID: job.ID, Token: job.LeaseToken, WorkerID: w.cfg.ID}
 	jl := &jobLog{base: w.log, job: job}
@@ -437,7 +435,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 		if cancelled {
 			// Asked to stop before it started: end it cancelled unrun.
 			free()
-			handed()
+			j.out()
 			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 			defer cancel()
 			if err := w.retry(ctx, "cancelled", func(ctx context.Context) error { _, aerr := w.backend.AckCancel(ctx, lease); return aerr }); err != nil {
@@ -464,7 +462,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 			wakeUp(w.presenceNow)
 			validUntil = beat.end()
 			free()
-			handed()
+			j.out()
 			ctx, cancel := context.WithDeadline(context.WithoutCancel(jobsCtx), validUntil)
 			defer cancel()
 			if err := w.retry(ctx, "release", func(ctx context.Context) error { _, rerr := w.backend.Release(ctx, lease); return rerr }); err != nil {
@@ -502,7 +500,7 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	validUntil = beat.end()
 	free()
 	if err != nil || errors.Is(cause, errLeaseLost) {
-		handed() // no completion follows
+		j.out() // no completion follows
 	}
 	if errors.Is(cause, errLeaseLost) {
 		rep.uploads.abandon()
@@ -522,9 +520,9 @@ func (w *Worker) run(jobsCtx context.Context, job queue.Job, validUntil time.Tim
 	case err == nil:
 		werr = queue.CheckResult(result) // the rule the queue applies, before anything is sent
 		if werr == nil {
-			werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result}, handed)
+			werr = w.completer.complete(ctx, queue.Completion{Lease: lease, Result: result}, j)
 		} else {
-			handed()
+			j.out()
 		}
 		if refused(werr) {
 			// A result the queue will never take: end the attempt with the
