@@ -240,10 +240,17 @@ func TestKilledWorkersSpoolIsCleanedAtStart(t *testing.T) {
 	// lease ends) and nothing is spooled. 2 s steps leave the test 2 s
 	// after the first progress to kill the server; with 300 ms a loaded
 	// machine once missed that window.
+	//
+	// The kill waits for the server to have answered the first progress,
+	// not only for the progress to be stored: a kill between its commit
+	// and its answer (a CI run: the worker's progress call got EOF) blocks
+	// the sim on that call's retries just the same.
 	id := e.submit(map[string]any{"app": "com.example.killed", "sim": map[string]any{"steps": 20, "step_ms": 2000}})
-	e.eventually("the job runs", 30*time.Second, func() bool {
-		return e.count("SELECT count(*) FROM job_timeline WHERE job_id = $1 AND type = 'progress'", id) >= 1
+	answered := fmt.Sprintf("path=/api/v1/worker/jobs/%d/progress status=204", id)
+	e.eventually("the job's first progress is answered", 30*time.Second, func() bool {
+		return strings.Contains(server.out.String(), answered)
 	})
+	time.Sleep(200 * time.Millisecond) // the answer's way back to the worker
 	server.signal(t, syscall.SIGKILL)
 	_ = server.wait(t, 10*time.Second)
 	e.eventually("a screenshot waits in the spool", 10*time.Second, func() bool { return len(spoolFiles(t, spool)) > 0 })
