@@ -75,14 +75,21 @@ func (f *fixture) waitState(t *testing.T, id int64, want queue.State) queue.JobD
 		}
 		return d, d.State == want
 	}, func(d queue.JobDetail) string {
-		return fmt.Sprintf("job %d is %s, want %s; events: %v", id, d.State, want, eventTypes(d))
+		lease := "no lease"
+		if d.LeaseUntil != nil && d.LeaseOwner != nil {
+			lease = fmt.Sprintf("lease of %s until %s (read at %s)", *d.LeaseOwner, d.LeaseUntil.Format("15:04:05.000"), time.Now().Format("15:04:05.000"))
+		}
+		return fmt.Sprintf("job %d is %s, want %s; %s; events: %v", id, d.State, want, lease, eventTypes(d))
 	})
 }
 
 func TestRetriesUntilSuccess(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.start(t, worker.Config{Lease: time.Second})
+	// A lease of seconds: no reaper runs here, so an attempt whose lease a
+	// stalled machine let lapse would stay running to the test's end (CI
+	// saw one such: the third attempt stopped after its first progress).
+	f.start(t, worker.Config{Lease: 5 * time.Second})
 	job := f.submit(t, `{"steps":2,"step_ms":10,"fail_attempts":2}`, 5)
 	d := f.waitState(t, job.ID, queue.StateSucceeded)
 	if len(d.Attempts) != 3 || *d.Attempts[0].Outcome != "failed" || *d.Attempts[2].Outcome != "succeeded" {
@@ -102,7 +109,7 @@ func TestRetriesUntilSuccess(t *testing.T) {
 func TestPermanentFailureGoesDead(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.start(t, worker.Config{Lease: time.Second})
+	f.start(t, worker.Config{Lease: 5 * time.Second}) // as above
 	job := f.submit(t, `{"steps":1,"step_ms":10,"permanent":true}`, 5)
 	d := f.waitState(t, job.ID, queue.StateDead)
 	if len(d.Attempts) != 1 {
