@@ -123,6 +123,7 @@ fsync = off
 synchronous_commit = on
 wal_keep_size = '256MB'
 log_line_prefix = '%%m [%%p] '
+log_connections = on
 `, p.primary.port, root)
 	p.appendConf(p.primary, conf)
 	p.start(ctx, p.primary)
@@ -220,10 +221,7 @@ func (p *pgPair) promote() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, p.standby.url("leasehold"))
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	conn := p.connect(ctx, p.standby, "leasehold")
 	defer conn.Close(ctx)
 	p.must(ctx, "pg_ctl", "promote", "-D", p.standby.data, "-W")
 	for {
@@ -294,15 +292,33 @@ func (p *pgPair) signalAll(n *pgNode, sig syscall.Signal) []int {
 	return append([]int{pm}, children...)
 }
 
+// connect opens a session of the test's own on node n, trying again
+// until ctx ends: each try is bounded by the URL's connect_timeout (2 s),
+// and on a loaded CI machine a standby just cut off from its killed
+// primary once took longer than that to answer ("failed to receive
+// message: timeout"). The node logs every connection it receives
+// (log_connections), so a failure shows whether the tries reached it.
+func (p *pgPair) connect(ctx context.Context, n *pgNode, dbname string) *pgx.Conn {
+	p.t.Helper()
+	for try := 1; ; try++ {
+		conn, err := pgx.Connect(ctx, n.url(dbname))
+		if err == nil {
+			return conn
+		}
+		if ctx.Err() != nil {
+			p.t.Fatalf("connecting to the %s (port %d), %d tries: %v", n.name, n.port, try, err)
+		}
+		p.t.Logf("connecting to the %s (port %d), try %d: %v; trying again", n.name, n.port, try, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // execSQL runs statements on node n alone.
 func (p *pgPair) execSQL(n *pgNode, sqls ...string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, n.url("leasehold"))
-	if err != nil {
-		p.t.Fatalf("connecting to the %s: %v", n.name, err)
-	}
+	conn := p.connect(ctx, n, "leasehold")
 	defer conn.Close(ctx)
 	for _, s := range sqls {
 		if _, err := conn.Exec(ctx, s); err != nil {
