@@ -71,14 +71,41 @@ type Sim struct {
 	HTTPClient *http.Client
 }
 
+// simPayload is what the sim reads of a job's payload.
+type simPayload struct {
+	App string
+	Sim SimOptions
+}
+
+// readSimPayload reads payload's app and sim options. The payload may
+// hold anything else, but payload.sim must name only the options above:
+// a misspelt one ("cost_micros" for "cost_micros_per_step") would
+// otherwise be ignored without a word, and the run not be the one asked
+// for.
+func readSimPayload(payload json.RawMessage) (simPayload, error) {
+	var raw struct {
+		App string          `json:"app"`
+		Sim json.RawMessage `json:"sim"`
+	}
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return simPayload{}, fmt.Errorf("reading sim payload: %w", err)
+	}
+	p := simPayload{App: raw.App}
+	if len(raw.Sim) > 0 && string(raw.Sim) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw.Sim))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p.Sim); err != nil {
+			return simPayload{}, fmt.Errorf("reading payload.sim: %w", err)
+		}
+	}
+	return p, nil
+}
+
 // Run implements worker.Executor.
 func (s Sim) Run(ctx context.Context, job queue.Job, r worker.Reporter) (json.RawMessage, error) {
-	var p struct {
-		App string     `json:"app"`
-		Sim SimOptions `json:"sim"`
-	}
-	if err := json.Unmarshal(job.Payload, &p); err != nil {
-		return nil, worker.Permanent(fmt.Errorf("reading sim payload: %w", err))
+	p, err := readSimPayload(job.Payload)
+	if err != nil {
+		return nil, worker.Permanent(err)
 	}
 	steps, stepMs := 3, 500
 	if p.Sim.Steps != nil {

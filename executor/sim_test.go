@@ -286,6 +286,36 @@ func TestSimEffectURLInvalid(t *testing.T) {
 	}
 }
 
+// A misspelt sim option fails the run at once, naming it, instead of
+// running something other than what was asked; the rest of the payload
+// is the submitter's own and may hold anything.
+func TestSimUnknownOption(t *testing.T) {
+	t.Parallel()
+	for sim, field := range map[string]string{
+		`{"steps":1,"step_ms":0,"stepms":5}`:                                      `"stepms"`,
+		`{"steps":1,"step_ms":0,"usage":{"model":"m","cost_micros":500}}`:         `"cost_micros"`,
+		`{"steps":1,"step_ms":0,"usage":{"cost_micros_per_step":1},"extra":true}`: `"extra"`,
+	} {
+		r := newFakeReporter(1, newFakeLedger())
+		_, err := runSim(t, simJob(1, 1, sim), r)
+		if !worker.IsPermanent(err) || !strings.Contains(err.Error(), field) {
+			t.Errorf("sim %s: %v, want a permanent failure naming %s", sim, err, field)
+		}
+		if len(r.steps) != 0 || len(r.usage) != 0 {
+			t.Errorf("sim %s: ran %d steps, %d usage reports, want none", sim, len(r.steps), len(r.usage))
+		}
+	}
+	job := simJob(2, 1, `{"steps":1,"step_ms":0}`)
+	job.Payload = json.RawMessage(`{"app":"com.example.notes","notes":"anything","sim":{"steps":1,"step_ms":0}}`)
+	if _, err := runSim(t, job, newFakeReporter(2, newFakeLedger())); err != nil {
+		t.Fatalf("payload with a key of its own: %v", err)
+	}
+	job.Payload = json.RawMessage(`{"app":"com.example.notes","sim":null}`)
+	if _, err := runSim(t, job, newFakeReporter(2, newFakeLedger())); err != nil {
+		t.Fatalf("payload with sim null: %v", err)
+	}
+}
+
 func TestSimUploadFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("Warns", func(t *testing.T) {
