@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -25,14 +26,15 @@ import (
 // vacuumed. (LOCK TABLE is no way out: its name lookup holds a catalog
 // snapshot while it waits.) Instead each lock connection keeps one
 // transaction open that never gets a transaction id, and runs one short
-// statement at a time in it: a standby tries the lock every
-// leaderStandbyPoll, the holder sends a keep-alive every leaderKeepAlive.
-// Between those statements the connection holds no snapshot, and since
-// nothing commits, an idle standby or holder adds no transactions to the
+// statement at a time in it: the standbys together try the lock about
+// once every leaderStandbyPoll, however many they are (standbyTry), the
+// holder sends a keep-alive every leaderKeepAlive. Between those
+// statements the connection holds no snapshot, and since nothing
+// commits, an idle standby or holder adds no transactions to the
 // database either.
 //
 // A holder that dies loses the lock with its connection, and a standby
-// takes over within leaderStandbyPoll. A holder that freezes (SIGSTOP, a
+// takes over after about leaderStandbyPoll. A holder that freezes (SIGSTOP, a
 // hung VM) stops its keep-alives; the server ends its idle transaction
 // after leaderIdleTimeout, and the lock passes on.
 const (
@@ -40,6 +42,51 @@ const (
 	leaderKeepAlive   = leaderIdleTimeout / 3
 	leaderStandbyPoll = 250 * time.Millisecond
 )
+
+// standbyTry is a standby's one statement for the lock of key: it tries
+// the lock, and counts the database's other standbys of the same role,
+// the sessions idle in their transaction whose last statement was this
+// one (it begins with a comment naming the role's key, so that
+// pg_stat_activity tells them apart). A transaction reads
+// pg_stat_activity once and keeps what it read until it ends, and this
+// session's never does: the statement drops what it read
+// (pg_stat_clear_snapshot), so that the next one reads afresh. A session of another database
+// user shows no statement text to a user without pg_read_all_stats and
+// is not counted: such a standby only polls more often.
+//
+// The count sets how often each standby tries (standbyWait): every
+// standby trying every leaderStandbyPoll made 100 direct workers send 400
+// statements a second to an idle database, 4,000 for 1,000 workers.
+func standbyTry(key int64) string {
+	mark := fmt.Sprintf("/* leasehold standby %d */", key)
+	return fmt.Sprintf(`%s SELECT pg_try_advisory_lock(%d),
+	(SELECT count(*)::int FROM pg_stat_activity
+	 WHERE datname = current_database() AND pid <> pg_backend_pid()
+	   AND state = 'idle in transaction' AND query LIKE '%s%%'),
+	pg_stat_clear_snapshot()`, mark, key, mark)
+}
+
+// standbyWait is how long one of n standbys waits before it tries the
+// lock again: leaderStandbyPoll × n, at most standbyMaxWait, at a random
+// point between half and one and a half of that. Up to 10 standbys
+// together try about once per leaderStandbyPoll whatever their number,
+// at random moments; after the holder's end the first try of any of
+// them comes after about leaderStandbyPoll × n/(n+1) on average, below
+// leaderStandbyPoll as when each tried every leaderStandbyPoll (one
+// standby alone: 375 ms at most).
+func standbyWait(n int) time.Duration {
+	return time.Duration(float64(min(leaderStandbyPoll*time.Duration(max(n, 1)), standbyMaxWait)) * (0.5 + rand.Float64()))
+}
+
+// standbyMaxWait bounds a standby's mean wait: its session must send a
+// statement within leaderIdleTimeout (at most 1.5 × standbyMaxWait apart,
+// with room for a late timer), or the server ends it. That is what makes
+// a frozen process (SIGSTOP) lose its sessions, and a frozen direct
+// worker drop out of the online window (queue.WorkersSeenBySession).
+// Beyond 10 standbys each tries every 2.5 s on average: 100 direct
+// workers' standbys try 40 times a second together (each every 250 ms:
+// 400).
+const standbyMaxWait = leaderIdleTimeout / 2
 
 // errLeadershipLost means the holder's lock connection failed: another
 // process may hold the role now.
@@ -168,11 +215,12 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role, appName string, open *a
 	}
 	open.Store(true)
 	defer open.Store(false)
-	key := leaderKey(role)
+	try := standbyTry(leaderKey(role))
 	for {
 		var held bool
+		var others int
 		tctx, cancel := context.WithTimeout(ctx, leaderIdleTimeout)
-		err := conn.QueryRow(tctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&held)
+		err := conn.QueryRow(tctx, try).Scan(&held, &others, nil)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("trying the %s lock: %w", role, err)
@@ -183,8 +231,13 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role, appName string, open *a
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(leaderStandbyPoll):
+		case <-time.After(standbyWait(1 + others)):
 		}
+	}
+	// A keep-alive at once: until its next statement, the session would
+	// still look like a standby to the others' count.
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		return fmt.Errorf("%w: %s: %v", errLeadershipLost, role, err)
 	}
 
 	work, stop := context.WithCancel(ctx)

@@ -87,3 +87,96 @@ func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
 	}
 	waitFor(t, "old holder stands down", func() bool { return !r1.Active() })
 }
+
+// Ten standby reapers (as ten direct workers' would be) try the lock
+// about as often together as one did alone, not ten times as often:
+// each tries every leaderStandbyPoll times the number of standbys it
+// counts. Each try restarts its session's query_start, so sampling
+// pg_stat_activity every 10 ms sees every try (a standby's tries are at
+// least 125 ms apart). And when the holder dies, one of them still
+// takes over well within a second or two.
+func TestStandbysTryTogetherAsOneWould(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 4)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	holder := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
+	go func() { _ = holder.Run(ctx) }()
+	waitFor(t, "first reaper active", holder.Active)
+	const standbys = 10
+	var others []*maintenance.Reaper
+	for range standbys {
+		r := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
+		others = append(others, r)
+		go func() { _ = r.Run(ctx) }()
+	}
+	// The standbys' sessions: their last statement tried the lock.
+	lockSessions := func() map[int32]time.Time {
+		rows, err := f.pool.Query(f.ctx, `
+			SELECT pid, query_start FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock(%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int32]time.Time{}
+		for rows.Next() {
+			var pid int32
+			var at time.Time
+			if err := rows.Scan(&pid, &at); err != nil {
+				t.Fatal(err)
+			}
+			seen[pid] = at
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	}
+	waitFor(t, "every standby connected and counting the others", func() bool { return len(lockSessions()) == standbys })
+	// Let each count the others once more (their first tries counted
+	// those connected before them), then sample for 3 s.
+	time.Sleep(4 * time.Second)
+	last := lockSessions()
+	tries := 0
+	window := 3 * time.Second
+	for start := time.Now(); time.Since(start) < window; time.Sleep(10 * time.Millisecond) {
+		now := lockSessions()
+		for pid, at := range now {
+			if !at.Equal(last[pid]) {
+				tries++
+			}
+		}
+		last = now
+	}
+	// Together about 4 a second (12 in 3 s); each at 4 a second alone
+	// would make 120.
+	t.Logf("%d standbys tried the lock %d times in %v", standbys, tries, window)
+	if tries > 40 {
+		t.Fatalf("%d standbys tried the lock %d times in %v, want about 12 (each every 250 ms × %d)", standbys, tries, window, standbys)
+	}
+	if tries == 0 {
+		t.Fatal("no standby tried the lock in 3 s")
+	}
+
+	killed := time.Now()
+	var ok bool
+	if err := f.pool.QueryRow(f.ctx, `
+		SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminating the holder: %v", err)
+	}
+	waitFor(t, "a standby active", func() bool {
+		for _, r := range others {
+			if r.Active() {
+				return true
+			}
+		}
+		return false
+	})
+	took := time.Since(killed)
+	t.Logf("a standby took over %v after the holder's end", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Fatalf("hand-over took %v, want about 250 ms and at most 2 s", took)
+	}
+}
