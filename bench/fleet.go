@@ -50,6 +50,9 @@ type fleetConfig struct {
 // per-client default (half of --max-connections) allows one address;
 // and --max-streams-per-session 1000, as every stream is of one session.
 func (b *bench) fleet(ctx context.Context, window time.Duration, f fleetConfig) error {
+	if err := b.admin.roomForFleet(ctx, f.direct); err != nil {
+		return err
+	}
 	if err := b.admin.freshDatabase(ctx, fleetDB); err != nil {
 		return err
 	}
@@ -155,6 +158,30 @@ func (b *bench) fleet(ctx context.Context, window time.Duration, f fleetConfig) 
 		if err := b.fleetLatency(ctx, url, base, adminToken, f.latency, ran, f.remote > 0); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sessionsPerDirectWorker is what an idle cmd/worker holds: three of its
+// pool and its reaper's lock session (counted in pg_stat_activity).
+const sessionsPerDirectWorker = 4
+
+// roomForFleet fails at once when PostgreSQL cannot take direct more
+// direct workers' sessions and the server's: past max_connections their
+// connects are refused and they retry, and the run waited for them
+// without an end (seen: Debian's default of 100 against 100 workers).
+func (a *admin) roomForFleet(ctx context.Context, direct int) error {
+	var limit, reserved, used int
+	err := a.conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
+		current_setting('superuser_reserved_connections')::int,
+		(SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend')`).Scan(&limit, &reserved, &used)
+	if err != nil {
+		return fmt.Errorf("reading max_connections: %w", err)
+	}
+	need := direct*sessionsPerDirectWorker + 20 // the server's pool and listener, the bench's own
+	if free := limit - reserved - used; need > free {
+		return fmt.Errorf("%d direct workers and the server need about %d connections; PostgreSQL has %d free of max_connections %d: raise it (ALTER SYSTEM SET max_connections = %d, then restart PostgreSQL)",
+			direct, need, free, limit, limit+need-free)
 	}
 	return nil
 }
