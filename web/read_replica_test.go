@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold/db/dbtest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/replica"
 )
@@ -175,22 +176,34 @@ func TestReadReplica(t *testing.T) {
 
 	t.Run("ReplicaAwayFallsBackWithoutAnError", func(t *testing.T) {
 		// The replica goes away under the server, which still thinks it
-		// healthy: its connections are ended and no new one is allowed.
+		// healthy: no new connection is allowed and its connections are
+		// ended. ALLOW_CONNECTIONS, not CONNECTION LIMIT 0, which does not
+		// bind a superuser (the tests' user): with it, a pool that had
+		// already noticed its connections' end connected again and read
+		// the replica (seen once in CI). pg_terminate_backend only signals:
+		// the test waits until the backends are gone.
 		name := f.replicaPool.Config().ConnConfig.Database
 		admin, err := pgx.Connect(f.ctx, dbtest.AdminURL(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer admin.Close(f.ctx)
+		t.Cleanup(func() {
+			_, _ = admin.Exec(context.Background(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true")
+			admin.Close(context.Background())
+		})
 		for _, s := range []string{
-			"ALTER DATABASE " + name + " CONNECTION LIMIT 0",
+			"ALTER DATABASE " + name + " ALLOW_CONNECTIONS false",
 			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'",
 		} {
 			if _, err := admin.Exec(f.ctx, s); err != nil {
 				t.Fatal(err)
 			}
 		}
-		t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "ALTER DATABASE "+name+" CONNECTION LIMIT -1") })
+		testutil.Eventually(t, 10*time.Second, "the replica's backends gone", func() bool {
+			var n int
+			err := admin.QueryRow(f.ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name).Scan(&n)
+			return err == nil && n == 0
+		})
 		body := string(b.get(t, "/jobs").want(t, http.StatusOK).body)
 		if !strings.Contains(body, "com.primary.only") {
 			t.Errorf("/jobs with the replica away is not the primary's:\n%.3000s", body)
