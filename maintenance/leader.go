@@ -26,9 +26,9 @@ import (
 // vacuumed. (LOCK TABLE is no way out: its name lookup holds a catalog
 // snapshot while it waits.) Instead each lock connection keeps one
 // transaction open that never gets a transaction id, and runs one short
-// statement at a time in it: the standbys together try the lock about
-// once every leaderStandbyPoll, however many they are (standbyTry), the
-// holder sends a keep-alive every leaderKeepAlive. Between those
+// statement at a time in it: up to 10 standbys together try the lock
+// about once every leaderStandbyPoll, more each every 2.5 s (standbyTry,
+// standbyWait), and the holder sends a keep-alive every leaderKeepAlive. Between those
 // statements the connection holds no snapshot, and since nothing
 // commits, an idle standby or holder adds no transactions to the
 // database either.
@@ -50,9 +50,10 @@ const (
 // pg_stat_activity tells them apart). A transaction reads
 // pg_stat_activity once and keeps what it read until it ends, and this
 // session's never does: the statement drops what it read
-// (pg_stat_clear_snapshot), so that the next one reads afresh. A session of another database
-// user shows no statement text to a user without pg_read_all_stats and
-// is not counted: such a standby only polls more often.
+// (pg_stat_clear_snapshot), so that the next one reads afresh. A
+// session of another database user shows no statement text to a user
+// without pg_read_all_stats and is not counted: such a standby only
+// polls more often.
 //
 // The count sets how often each standby tries (standbyWait): every
 // standby trying every leaderStandbyPoll made 100 direct workers send 400
@@ -236,7 +237,10 @@ func lead(ctx context.Context, pool *pgxpool.Pool, role, appName string, open *a
 	}
 	// A keep-alive at once: until its next statement, the session would
 	// still look like a standby to the others' count.
-	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+	kctx, cancel := context.WithTimeout(ctx, leaderIdleTimeout)
+	_, err = conn.Exec(kctx, "SELECT 1")
+	cancel()
+	if err != nil {
 		return fmt.Errorf("%w: %s: %v", errLeadershipLost, role, err)
 	}
 
