@@ -171,8 +171,19 @@ func transient(err error) bool {
 		ve    *queue.ValidationError
 		pgErr *pgconn.PgError
 	)
+	var connectErr *pgconn.ConnectError
 	switch {
-	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil:
+		return false
+	case errors.As(err, &connectErr):
+		// The database could not be reached: an outage, even when what
+		// ended the try was pgconn's connect_timeout (a context deadline
+		// of its own). A standby not yet promoted answered no new session
+		// within it after its primary's loss, and a progress write that
+		// took that for the caller's deadline failed its attempt. Each
+		// caller stops retrying once its own context ends.
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, ErrUnauthorized), errors.As(err, &ve),
 		errors.Is(err, errNoArtifactStorage):
