@@ -167,11 +167,11 @@ func (d Direct) UploadArtifact(ctx context.Context, l queue.Lease, name string, 
 // window), and refuses the write otherwise.
 func transient(err error) bool {
 	var (
-		se    *statusError
-		ve    *queue.ValidationError
-		pgErr *pgconn.PgError
+		se         *statusError
+		ve         *queue.ValidationError
+		pgErr      *pgconn.PgError
+		connectErr *pgconn.ConnectError
 	)
-	var connectErr *pgconn.ConnectError
 	switch {
 	case err == nil:
 		return false
