@@ -171,6 +171,7 @@ func transient(err error) bool {
 		ve         *queue.ValidationError
 		pgErr      *pgconn.PgError
 		connectErr *pgconn.ConnectError
+		unreach    *unreachableError
 	)
 	switch {
 	case err == nil:
@@ -182,6 +183,10 @@ func transient(err error) bool {
 		// within it after its primary's loss, and a progress write that
 		// took that for the caller's deadline failed its attempt. Each
 		// caller stops retrying once its own context ends.
+		return true
+	case errors.As(err, &unreach):
+		// The same for a remote worker's server: a dial or lookup that
+		// timed out in the transport, not at the caller's deadline.
 		return true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false

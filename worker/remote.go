@@ -76,6 +76,13 @@ type statusError struct {
 
 func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.status, e.msg) }
 
+// unreachableError is a request that got no answer while its context was
+// still live: an outage to wait out, whatever ended the try.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+
 // Whoami returns the worker identity the server gives this token. It waits
 // for a server that is not up yet; a refused token is ErrUnauthorized.
 func (r *Remote) Whoami(ctx context.Context) (string, error) {
@@ -334,7 +341,14 @@ func (r *Remote) do(req *http.Request, out any) error {
 	req.Header.Set("User-Agent", "leasehold-worker")
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		err = fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		if req.Context().Err() == nil {
+			// The transport's own timeout (a dial or a DNS lookup that got
+			// no answer), whose error matches context.DeadlineExceeded as
+			// the caller's deadline would: the server is unreachable.
+			return &unreachableError{err}
+		}
+		return err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -85,5 +86,40 @@ func TestConnectTimeoutIsTransient(t *testing.T) {
 		if !transient(err) {
 			t.Errorf("transient(%v) = false, want true: the database is unreachable for now", err)
 		}
+	}
+}
+
+// A remote worker whose server cannot be reached within its transport's
+// own dial timeout (a home network dropping packets, not refusing them)
+// retries its write until its own context ends, as with a refused
+// connection: the timeout is the transport's, not the caller's deadline,
+// though net's error for it matches context.DeadlineExceeded. The dialer
+// below times out at once and gives the error a 30 s one would.
+func TestRemoteDialTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	r, err := NewRemote("http://127.0.0.1:9", "lh_test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client = &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: time.Nanosecond}).DialContext}}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://127.0.0.1:9/api/v1/whoami", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.do(req, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want a dial timeout (the case this test is about)", err)
+	}
+	if !transient(err) {
+		t.Errorf("transient(%v) = false, want true: the server is unreachable for now", err)
+	}
+
+	const patience = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	start := time.Now()
+	err = r.call(ctx, http.MethodPost, "/api/v1/jobs/1/progress", map[string]any{"fraction": 0.5}, nil, true)
+	if took := time.Since(start); took < patience {
+		t.Errorf("the write gave up after %v with %v, want retries until its context ends (%v)", took, err, patience)
 	}
 }
