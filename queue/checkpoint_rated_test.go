@@ -11,13 +11,16 @@ import (
 // A job that names a rate-limit key is claimed by the rate-limited
 // claim, not JobClaim: its retry still receives the checkpoint and the
 // timeline still says where it resumed, and the retry spends budget
-// like any claim.
+// like any claim. The claims and the budget's count are read at a time
+// the test names, so that no minute's edge falls between the two claims
+// (the budget's window is a fixed minute).
 func TestCheckpointRateLimitedClaim(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 4)
 	f.setBudgets(t, "llm:cp", "10/min")
 	job := f.insertRated(t, 1, "rated-cp", 0, "llm:cp")[0]
-	first := testutil.ClaimJob(t, f.ctx, f.client, "w1", "rated-cp", time.Minute)
+	at := f.client.At(f.nextDay(t))
+	first := testutil.ClaimJob(t, f.ctx, at, "w1", "rated-cp", time.Minute)
 	if first.ID != job.ID {
 		t.Fatalf("claimed %d, want %d", first.ID, job.ID)
 	}
@@ -27,7 +30,7 @@ func TestCheckpointRateLimitedClaim(t *testing.T) {
 	if _, err := f.client.Fail(f.ctx, testutil.LeaseOf(first), "phone went away", true); err != nil {
 		t.Fatal(err)
 	}
-	second := claimWhenDueIn(t, f, "w2", "rated-cp")
+	second := testutil.ClaimJob(t, f.ctx, at, "w2", "rated-cp", time.Minute) // due: the retry's backoff ends before at
 	if second.ID != job.ID || second.Checkpoint == nil || second.Checkpoint.Step != 6 {
 		t.Fatalf("rate-limited claim of the retry: job %d checkpoint %+v, want job %d at step 6", second.ID, second.Checkpoint, job.ID)
 	}
@@ -39,7 +42,7 @@ func TestCheckpointRateLimitedClaim(t *testing.T) {
 	if err := json.Unmarshal(got[0].Detail, &detail); err != nil || detail.Step != 6 {
 		t.Fatalf("resumed event detail %s (%v), want step 6", got[0].Detail, err)
 	}
-	rls, err := f.client.RateLimits(f.ctx)
+	rls, err := at.RateLimits(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
