@@ -236,6 +236,12 @@ func (b *bench) fleetLatency(ctx context.Context, url, base, token string, n int
 	}
 	defer pool.Close()
 	var byDB, byWorker []time.Duration
+	txBefore, err := b.admin.transactions(ctx, fleetDB)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	polls := 0 // the bench's own reads of the job, each a transaction
 	for range n {
 		time.Sleep(300 * time.Millisecond) // every worker back in its wait
 		sent := time.Now()
@@ -261,6 +267,7 @@ func (b *bench) fleetLatency(ctx context.Context, url, base, token string, n int
 		var ms float64
 		deadline := time.Now().Add(30 * time.Second)
 		for {
+			polls++
 			err := pool.QueryRow(ctx, `SELECT extract(epoch FROM attempt_started_at - created_at) * 1000
 				FROM jobs WHERE id = $1 AND attempt_started_at IS NOT NULL`, id).Scan(&ms)
 			if err == nil {
@@ -273,7 +280,15 @@ func (b *bench) fleetLatency(ctx context.Context, url, base, token string, n int
 		}
 		byDB = append(byDB, time.Duration(ms*float64(time.Millisecond)))
 	}
+	// Backends report their counts within a second of going idle.
+	time.Sleep(1500 * time.Millisecond)
+	txAfter, err := b.admin.transactions(ctx, fleetDB)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("new job to idle worker, %d jobs: created_at to claim (database clock) p50 %s, max %s\n", n, p50(byDB), slices.Max(byDB))
+	fmt.Printf("  transactions per job, submission to completion, the idle fleet's over those %v included: %.2f\n",
+		time.Since(began).Round(100*time.Millisecond), float64(txAfter-txBefore-int64(polls))/float64(n))
 	if len(byWorker) > 0 {
 		fmt.Printf("new job to idle remote worker, %d jobs: POST sent to executor start p50 %s, max %s\n", len(byWorker), p50(byWorker), slices.Max(byWorker))
 	}

@@ -33,16 +33,13 @@ func (c *Client) Insert(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		if err != nil || existed {
 			return err
 		}
-		return audit.Write(ctx, q, audit.Entry{Action: "job.submit", Target: "job:" + strconv.FormatInt(job.ID, 10),
-			Detail: map[string]any{"kind": job.Kind, "queue": job.Queue, "app": nj.app}})
+		if err := audit.Write(ctx, q, audit.Entry{Action: "job.submit", Target: "job:" + strconv.FormatInt(job.ID, 10),
+			Detail: map[string]any{"kind": job.Kind, "queue": job.Queue, "app": nj.app}}); err != nil {
+			return err
+		}
+		return notifyJobsAtCommit(ctx, q, []string{job.Queue})
 	})
-	if err != nil {
-		return job, existed, err
-	}
-	if !existed {
-		c.notifyJobs(ctx, []string{job.Queue})
-	}
-	return job, existed, nil
+	return job, existed, err
 }
 
 func (c *Client) insert(ctx context.Context, q *db.Queries, nj NewJob) (Job, bool, error) {
@@ -145,13 +142,15 @@ func (c *Client) InsertMany(ctx context.Context, njs []NewJob) ([]Job, error) {
 		for _, j := range made[:cap(ids)] {
 			ids = append(ids, j.ID)
 		}
-		return audit.Write(ctx, q, audit.Entry{Action: "jobs.submit",
-			Detail: map[string]any{"count": len(made), "ids": ids, "queues": mapKeys(queues)}})
+		if err := audit.Write(ctx, q, audit.Entry{Action: "jobs.submit",
+			Detail: map[string]any{"count": len(made), "ids": ids, "queues": mapKeys(queues)}}); err != nil {
+			return err
+		}
+		return notifyJobsAtCommit(ctx, q, mapKeys(queues))
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.notifyJobs(ctx, mapKeys(queues))
 	return jobs, nil
 }
 
