@@ -19,7 +19,9 @@ func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
 	defer cancel()
 	r1 := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
 	r2 := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
-	go func() { _ = r1.Run(ctx) }()
+	ctx1, crash := context.WithCancel(ctx)
+	defer crash()
+	go func() { _ = r1.Run(ctx1) }()
 	waitFor(t, "first reaper active", r1.Active)
 	go func() { _ = r2.Run(ctx) }()
 
@@ -71,8 +73,11 @@ func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
 		t.Fatal("two reapers active at once")
 	}
 
-	// The holder's connection dies (a crashed process): the standby takes
-	// over within a second, and the old one stops reaping.
+	// The holder's process crashes: its connection dies with it, and it
+	// never comes back (a process whose connection alone died takes the
+	// role again at its next keep-alive, and may beat the standby to it).
+	// The standby takes over within a second, and the old one stops
+	// reaping.
 	var killed bool
 	start := time.Now()
 	if err := f.pool.QueryRow(f.ctx, `
@@ -81,6 +86,7 @@ func TestReaperStandbyHoldsNoSnapshot(t *testing.T) {
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminating the holder: %v", err)
 	}
+	crash()
 	waitFor(t, "standby active", r2.Active)
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("hand-over took %v, want under a second", took)
@@ -101,7 +107,9 @@ func TestStandbysTryTogetherAsOneWould(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	holder := maintenance.NewReaper(f.pool, maintenance.ReaperConfig{})
-	go func() { _ = holder.Run(ctx) }()
+	holderCtx, crash := context.WithCancel(ctx)
+	defer crash()
+	go func() { _ = holder.Run(holderCtx) }()
 	waitFor(t, "first reaper active", holder.Active)
 	const standbys = 10
 	var others []*maintenance.Reaper
@@ -170,6 +178,7 @@ func TestStandbysTryTogetherAsOneWould(t *testing.T) {
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ok); err != nil || !ok {
 		t.Fatalf("terminating the holder: %v", err)
 	}
+	crash() // as above: the holder's process is gone, not only its connection
 	waitFor(t, "a standby active", func() bool {
 		for _, r := range others {
 			if r.Active() {
