@@ -135,14 +135,22 @@ func (t lostTracer) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.Tr
 // ends, or the server refuses the role or password.
 func WaitReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	delay := 50 * time.Millisecond
+	var answered error // the last attempt's error that ctx did not cut short
 	for attempt := 1; ; attempt++ {
 		_, err := New(pool).Ping(ctx)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
+			// An attempt that ctx cut short says only that it was cut
+			// short: name what the server answered before ("database
+			// does not exist"), which is what the operator must fix.
+			if answered != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				err = answered
+			}
 			return fmt.Errorf("waiting for database: %w", errors.Join(ctx.Err(), err))
 		}
+		answered = err
 		if reason := unrecoverable(err); reason != "" {
 			return fmt.Errorf("%s: waiting will not help, fix the database URL or the server's roles: %w", reason, err)
 		}
