@@ -26,6 +26,10 @@ type row struct {
 
 // runExperiment replays the field report: 20 jobs; worker A claims 10 and
 // is killed with SIGKILL; worker B, with the same lease, does the rest.
+// Worker B has room for all 20, so that a pickup after the reclaim times
+// the reaper and the claim: with 10 slots, a machine slow enough that B's
+// own 10 jobs outlast A's lease (CI under -race took 2.8 s for a 0.6 s
+// job) made the pickup wait for B's slots instead.
 func runExperiment(t *testing.T, condition string, lease time.Duration) row {
 	e := newEnv(t)
 	e.startServer()
@@ -40,14 +44,14 @@ func runExperiment(t *testing.T, condition string, lease time.Duration) row {
 	if _, err := e.client().SubmitBatch(e.ctx, jobs); err != nil {
 		t.Fatalf("batch submit: %v", err)
 	}
-	leaseArgs := []string{"--concurrency", "10", "--lease", lease.String(), "--heartbeat", (lease / 3).String()}
-	a := e.startWorker("worker-a", leaseArgs...)
+	leaseArgs := []string{"--lease", lease.String(), "--heartbeat", (lease / 3).String()}
+	a := e.startWorker("worker-a", append([]string{"--concurrency", "10"}, leaseArgs...)...)
 	e.eventually("worker A holds 10 jobs", 30*time.Second, func() bool {
 		return e.count("SELECT count(*) FROM jobs WHERE state = 'running' AND lease_owner = 'worker-a'") == 10
 	})
 	a.signal(t, syscall.SIGKILL)
 	_ = a.wait(t, 10*time.Second)
-	e.startWorker("worker-b", leaseArgs...)
+	e.startWorker("worker-b", append([]string{"--concurrency", "20"}, leaseArgs...)...)
 
 	r := row{condition: condition}
 	if lease < time.Minute {
