@@ -1707,23 +1707,47 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 }
 
 const jobNextDeadline = `-- name: JobNextDeadline :one
+WITH fell AS (
+    SELECT pg_notify('leasehold_jobs', '') AS sent
+    -- The first after @since, by the index: an EXISTS with run_at <= now()
+    -- is planned as a scan of every job.
+    WHERE (SELECT min(run_at) FROM jobs
+           WHERE state = 'pending' AND run_at > created_at
+             AND run_at > coalesce($1::timestamptz, '-infinity')) <= now()
+)
 SELECT COALESCE((SELECT EXTRACT(EPOCH FROM min(lease_until) - clock_timestamp()) * 1000
                  FROM jobs WHERE state = 'running'), 'Infinity')::float8 AS lease_wait_ms,
        COALESCE((SELECT EXTRACT(EPOCH FROM min(run_at) - clock_timestamp()) * 1000
-                 FROM jobs WHERE state = 'pending' AND run_at > now()), 'Infinity')::float8 AS due_wait_ms
+                 FROM jobs WHERE state = 'pending' AND run_at > created_at AND run_at > now()), 'Infinity')::float8 AS due_wait_ms,
+       EXISTS (SELECT FROM fell) AS announced,
+       now()::timestamptz AS checked_at
 `
 
 type JobNextDeadlineRow struct {
 	LeaseWaitMs float64
 	DueWaitMs   float64
+	Announced   bool
+	CheckedAt   time.Time
 }
 
 // How long until the earliest lease deadline, and until the next
-// scheduled job is due, by the database clock; +Infinity for none.
-func (q *Queries) JobNextDeadline(ctx context.Context) (JobNextDeadlineRow, error) {
-	row := q.db.QueryRow(ctx, jobNextDeadline)
+// scheduled job (a retry after its backoff, a job submitted for later:
+// run_at after created_at) is due, by the database clock; +Infinity for
+// none. It announces to idle workers, in the same statement, that
+// scheduled jobs fell due since @since (checked_at of the reaper's
+// previous look; NULL: ever): however the reaper's wake-ups and the due
+// times interleave, and whether or not a reaper was active when a job fell
+// due, each due time is announced by the first look after it. A job due
+// at once (run_at = created_at) is announced by its own insert.
+func (q *Queries) JobNextDeadline(ctx context.Context, since *time.Time) (JobNextDeadlineRow, error) {
+	row := q.db.QueryRow(ctx, jobNextDeadline, since)
 	var i JobNextDeadlineRow
-	err := row.Scan(&i.LeaseWaitMs, &i.DueWaitMs)
+	err := row.Scan(
+		&i.LeaseWaitMs,
+		&i.DueWaitMs,
+		&i.Announced,
+		&i.CheckedAt,
+	)
 	return i, err
 }
 

@@ -115,32 +115,31 @@ func (r *Reaper) reap(ctx context.Context) error {
 	wg.Go(func() { r.recordSessions(pctx) })
 	defer wg.Wait()
 	defer stopPresence()
+	// Each look announces the scheduled jobs that fell due since the one
+	// before (queue.NextDeadlines); the first, those that fell due while
+	// no reaper was active.
+	var since *time.Time
 	for {
 		if err := r.reapAll(ctx); err != nil {
 			return err
 		}
-		lease, due, err := r.client.NextDeadlines(ctx)
+		next, err := r.client.NextDeadlines(ctx, since)
 		if err != nil {
 			return err
 		}
-		wait := min(lease, reaperMaxSleep) + r.cfg.Slack
-		// A retry whose backoff ends, or a job scheduled for later, is
-		// announced the moment it is due rather than at the workers' next
-		// poll.
-		due = min(due, reaperMaxSleep) + r.cfg.Slack
-		wakeForDue := due < wait
-		wait = min(wait, due, reaperMaxSleep)
+		since = &next.Checked
+		if next.Announced {
+			r.cfg.Logger.Debug("announced scheduled jobs that fell due")
+		}
+		// Awake when the next lease ends or the next scheduled job is
+		// due, so that it is announced the moment it is, rather than at
+		// the workers' next poll.
+		wait := min(min(next.Lease, next.Due, reaperMaxSleep)+r.cfg.Slack, reaperMaxSleep)
 		// A past deadline whose row another transaction holds was skipped;
 		// look again shortly rather than spin.
 		wait = max(wait, time.Millisecond)
-		woke, err := sleep(ctx, time.Now().Add(wait))
-		if err != nil {
+		if _, err := sleep(ctx, time.Now().Add(wait)); err != nil {
 			return err
-		}
-		if !woke && wakeForDue {
-			if err := r.client.AnnounceDue(ctx); err != nil {
-				return err
-			}
 		}
 	}
 }

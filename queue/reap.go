@@ -82,15 +82,35 @@ func (c *Client) AbandonHandovers(ctx context.Context, jobs []Job) (int, error) 
 	return len(ended), nil
 }
 
-// NextDeadlines is how long until the earliest lease ends and until the
-// next scheduled job is due, by the database clock; math.MaxInt64 for
-// none.
-func (c *Client) NextDeadlines(ctx context.Context) (lease, due time.Duration, err error) {
-	next, err := c.q.JobNextDeadline(ctx)
+// Deadlines is what the active reaper reads after each reclaim.
+type Deadlines struct {
+	// Lease and Due are how long until the earliest lease ends and until
+	// the next scheduled job (a retry after its backoff, a job submitted
+	// for later) is due, by the database clock; math.MaxInt64 for none.
+	Lease, Due time.Duration
+	// Announced says that scheduled jobs fell due since the previous look
+	// and idle workers were told so.
+	Announced bool
+	// Checked is when this look was made, by the database clock: the
+	// next look's since.
+	Checked time.Time
+}
+
+// NextDeadlines reads the next deadlines, and announces to idle workers,
+// in the same statement, the scheduled jobs that fell due after since
+// (the previous look's Checked; nil: ever). Announcing what fell due
+// between two looks, rather than at a planned wake-up, means no due time
+// is missed: not one that passed while the reaper was awake for a lease,
+// nor one that passed while no reaper was active.
+func (c *Client) NextDeadlines(ctx context.Context, since *time.Time) (Deadlines, error) {
+	next, err := c.q.JobNextDeadline(ctx, since)
 	if err != nil {
-		return 0, 0, fmt.Errorf("reading next deadline: %w", err)
+		return Deadlines{}, fmt.Errorf("reading next deadline: %w", err)
 	}
-	return msDuration(next.LeaseWaitMs), msDuration(next.DueWaitMs), nil
+	return Deadlines{
+		Lease: msDuration(next.LeaseWaitMs), Due: msDuration(next.DueWaitMs),
+		Announced: next.Announced, Checked: next.CheckedAt,
+	}, nil
 }
 
 // msDuration turns a wait the database computed into a duration; +Inf
@@ -100,12 +120,4 @@ func msDuration(ms float64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(ms * float64(time.Millisecond))
-}
-
-// AnnounceDue wakes every idle worker: scheduled jobs have fallen due.
-func (c *Client) AnnounceDue(ctx context.Context) error {
-	if err := c.q.JobNotify(ctx, ""); err != nil {
-		return fmt.Errorf("announcing due jobs: %w", err)
-	}
-	return nil
 }

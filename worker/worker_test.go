@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/db/dbtest"
 	"github.com/leasehold/leasehold/executor"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/maintenance"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -252,4 +253,77 @@ func TestRetryStartsWhenDueWithoutPolling(t *testing.T) {
 		t.Fatalf("retry started %v after the failure, want its 160–240ms backoff and then at once", gap)
 	}
 	t.Logf("retry started %v after the failure (backoff 200ms ±20%%)", gap)
+}
+
+// scheduleSoon submits a sim job due at at; nobody announces it then but
+// the reaper.
+func (f *fixture) scheduleSoon(t *testing.T, at time.Time) queue.Job {
+	t.Helper()
+	job, _, err := f.client.Insert(f.ctx, queue.NewJob{
+		Kind: "app_investigation", RunAt: &at,
+		Payload: json.RawMessage(`{"app":"com.example.notes","sim":{"steps":1,"step_ms":10}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// startedWithin waits for job's first attempt and says how long after due
+// it began; it fails the test if none began within d of due.
+func (f *fixture) startedWithin(t *testing.T, job queue.Job, due time.Time, d time.Duration) time.Duration {
+	t.Helper()
+	detail := testutil.Await(t, time.Until(due.Add(d)), func() (queue.JobDetail, bool) {
+		detail, err := f.client.Detail(f.ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return detail, len(detail.Attempts) > 0
+	}, func(last queue.JobDetail) string {
+		return fmt.Sprintf("job %d's first attempt (state %s, due %v ago)", job.ID, last.State, time.Since(due).Round(time.Millisecond))
+	})
+	return detail.Attempts[0].StartedAt.Sub(due)
+}
+
+// A job that fell due while no reaper was active (its process was
+// restarting, or the role was changing hands) is announced by the reaper
+// that becomes active next, not left to the workers' next poll.
+func TestDueJobAnnouncedByTheNextActiveReaper(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.start(t, worker.Config{Lease: time.Second, Poll: time.Hour}) // no reaper in it
+	due := time.Now().Add(time.Second)
+	job := f.scheduleSoon(t, due)
+	time.Sleep(time.Until(due.Add(300 * time.Millisecond)))
+	if d, err := f.client.Detail(f.ctx, job.ID); err != nil || len(d.Attempts) > 0 {
+		t.Fatalf("job started (%d attempts, err %v) with no reaper to announce it: the test proves nothing", len(d.Attempts), err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	go func() { _ = maintenance.NewReaper(f.pool, maintenance.ReaperConfig{}).Run(ctx) }()
+	t.Logf("started %v after due, its reaper 300ms after", f.startedWithin(t, job, due, 5*time.Second).Round(time.Millisecond))
+}
+
+// A due time that passes while the reaper is awake for other reasons
+// (claims in a busy fleet wake it for their leases) is announced all the
+// same.
+func TestDueJobAnnouncedWhileTheReaperIsBusy(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.start(t, worker.Config{Lease: time.Second, Poll: time.Hour, Reaper: true})
+	due := time.Now().Add(500 * time.Millisecond)
+	job := f.scheduleSoon(t, due)
+	// Wake-ups faster than the reaper looks, from before the due time
+	// until well after it: the reaper never sleeps to its planned time.
+	flood, err := f.pool.Acquire(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(due.Add(300 * time.Millisecond)) {
+		if _, err := flood.Exec(f.ctx, "SELECT pg_notify('leasehold_reaper', '')"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flood.Release()
+	t.Logf("started %v after due", f.startedWithin(t, job, due, 5*time.Second).Round(time.Millisecond))
 }
