@@ -292,6 +292,10 @@ func TestDueJobAnnouncedByTheNextActiveReaper(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.start(t, worker.Config{Lease: time.Second, Poll: time.Hour}) // no reaper in it
+	// Once a first job has run, the worker has claimed, found nothing
+	// more and waits to be told: the job below cannot be found by a
+	// claim of its start-up, however slowly it starts.
+	f.waitState(t, f.submit(t, `{"steps":1,"step_ms":1}`, 1).ID, queue.StateSucceeded)
 	due := time.Now().Add(time.Second)
 	job := f.scheduleSoon(t, due)
 	time.Sleep(time.Until(due.Add(300 * time.Millisecond)))
